@@ -1,0 +1,86 @@
+"""What every public function shares: backend resolution, call counting, the
+hand-off to awkward for cases the engine does not run natively, and result placement."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import awkward as ak
+
+from gpuexec.kernels import dispatch, stats
+
+
+class NotNative(Exception):
+    """Raised inside an implementation when a layout/axis is outside what the engine
+    runs natively; the public wrapper then hands the call to awkward and counts it."""
+
+
+def _arrays_of(args, kwargs):
+    out = []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, (ak.Array, ak.Record, ak.contents.Content)):
+            out.append(a)
+        elif isinstance(a, dict):
+            out.extend(v for v in a.values() if isinstance(v, (ak.Array, ak.contents.Content)))
+        elif isinstance(a, (list, tuple)):
+            out.extend(v for v in a if isinstance(v, (ak.Array, ak.contents.Content)))
+    return out
+
+
+def public(awkward_fn):
+    """Decorator for a public gk function mirroring ``awkward_fn``.
+
+    The implementation is written as ``impl(*args, backend: Backend, **kwargs)`` and may
+    raise ``NotNative(reason)``; the wrapper adds the ``backend=None`` and ``to=None``
+    keywords, resolves the backend at the one dispatch point, counts the call, hands
+    non-native cases to ``awkward_fn`` (counted in ``gk.stats()["handoffs"]``) and
+    places the result (``to="host"`` or ``"device"``)."""
+
+    def decorate(impl):
+        name = impl.__name__
+        sig = inspect.signature(impl)
+
+        @functools.wraps(impl)
+        def wrapper(*args, backend=None, to=None, **kwargs):
+            be = dispatch.resolve(_arrays_of(args, kwargs), backend)
+            stats.record_call(name, be.name)
+            try:
+                out = impl(*args, backend=be, **kwargs)
+            except NotNative as why:
+                stats.record_handoff(name, str(why))
+                out = awkward_fn(*args, **kwargs)
+            return place(out, to)
+
+        params = [p for p in sig.parameters.values() if p.name != "backend"]
+        params += [
+            inspect.Parameter("backend", inspect.Parameter.KEYWORD_ONLY, default=None),
+            inspect.Parameter("to", inspect.Parameter.KEYWORD_ONLY, default=None),
+        ]
+        wrapper.__signature__ = sig.replace(parameters=params)
+        wrapper.__gk_awkward__ = awkward_fn
+        return wrapper
+
+    return decorate
+
+
+def place(out, to):
+    """Move a result to the host (``"host"``/``"cpu"``) or leave it where it was made."""
+    if to is None or not isinstance(out, (ak.Array, ak.Record)):
+        return out
+    if to in ("host", "cpu"):
+        return ak.to_backend(out, "cpu")
+    if to == "device":
+        return ak.to_backend(out, "cuda")
+    raise ValueError(f"to= must be 'host', 'device' or None, not {to!r}")
+
+
+def wrap(layout, like=None, *, highlevel=True, behavior=None, attrs=None):
+    """A layout as the caller asked for it (``ak.Array`` unless ``highlevel=False``)."""
+    if not highlevel:
+        return layout
+    if behavior is None and isinstance(like, (ak.Array, ak.Record)):
+        behavior = like.behavior
+    if attrs is None and isinstance(like, (ak.Array, ak.Record)):
+        attrs = like.attrs
+    return ak.Array(layout, behavior=behavior, attrs=attrs)

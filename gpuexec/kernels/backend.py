@@ -1,0 +1,103 @@
+"""The Backend contract: one object per device kind that owns the kernel lookup.
+
+A backend is what the dispatch layer hands to the public functions. The public
+functions (``gpuexec.kernels.api``) know no device: they ask the backend for a kernel
+by name and dtypes, pass it flat buffers, and get flat buffers back.
+
+Buffer-level kernel contract (every backend implements the same names and
+signatures; results never depend on the backend). ``offsets`` is always an int64
+array of length n+1 indexing into ``content`` (it may start above 0: sliced arrays):
+
+  reduce_sum(offsets, content) -> out[n]          int -> int64/uint64, float keeps dtype
+  reduce_prod(offsets, content) -> out[n]         same promotion as sum
+  reduce_sum_bool(offsets, content) -> int64[n]   ak.sum of bool lists (count of True)
+  reduce_prod_bool(offsets, content) -> int64[n]  ak.prod of bool lists (all -> 1/0)
+  reduce_min(offsets, content, identity) -> out[n]      empty lists get ``identity``
+  reduce_max(offsets, content, identity) -> out[n]
+  reduce_argmin(offsets, content) -> int64[n]     local index, -1 for empty lists
+  reduce_argmax(offsets, content) -> int64[n]
+  reduce_count(offsets) -> int64[n]
+  reduce_countnonzero(offsets, content) -> int64[n]
+  reduce_any(offsets, content) -> bool[n]
+  reduce_all(offsets, content) -> bool[n]
+  ... plus the structural kernels documented in their modules (carry, compact_offsets,
+  missing_repeat, filter, local_index, argsort, combinations, cartesian).
+
+Kernels validate nothing: the API layer checks offsets and dtypes first
+(``gpuexec.kernels.validate``) so that every backend raises the same errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+class KernelNotFound(LookupError):
+    """No kernel of that name for those dtypes on this backend."""
+
+
+class Backend:
+    """Base class. Subclasses set ``name``, ``ak_backend`` and ``nplike`` and fill
+    ``_table``: {(kernel_name, dtype_key): callable}. ``dtype_key`` is a tuple of numpy
+    dtype names (or ``()`` for kernels that read only offsets)."""
+
+    name: str = "abstract"
+    #: the awkward backend whose arrays this backend's results live in ("cpu" or "cuda")
+    ak_backend: str = "cpu"
+    #: the numpy-like array module of this backend (numpy or cupy)
+    nplike: Any = None
+
+    def __init__(self) -> None:
+        self._table: dict[tuple[str, tuple[str, ...]], Callable] = {}
+
+    # -- kernel lookup -------------------------------------------------------------
+    def register(self, name: str, dtypes: tuple[str, ...], fn: Callable, *, count=True) -> None:
+        """Add a kernel. With ``count`` every call is recorded as one launch of ``name``
+        in ``gk.stats()``; backends whose kernels launch several device kernels pass
+        ``count=False`` and record their real launches themselves."""
+        if count:
+            fn = _counted(name, fn)
+        self._table[(name, tuple(dtypes))] = fn
+
+    def kernel(self, name: str, *dtypes) -> Callable:
+        """The kernel ``name`` specialised for ``dtypes`` (numpy dtypes or names)."""
+        key = (name, tuple(_dtype_name(d) for d in dtypes))
+        try:
+            return self._table[key]
+        except KeyError:
+            raise KernelNotFound(
+                f"backend {self.name!r} has no kernel {name!r} for dtypes {key[1]}"
+            ) from None
+
+    def kernels(self) -> list[tuple[str, tuple[str, ...]]]:
+        return sorted(self._table)
+
+    # -- buffers ---------------------------------------------------------------------
+    def asarray(self, buffer) -> Any:
+        """A buffer of this backend's nplike (materialising virtual buffers and moving
+        host data to the device where needed)."""
+        raise NotImplementedError
+
+    def to_host(self, buffer):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<gpuexec Backend {self.name!r} ({len(self._table)} kernels)>"
+
+
+def _counted(name: str, fn: Callable) -> Callable:
+    from gpuexec.kernels.stats import record_kernel
+
+    def launch(*args, **kwargs):
+        record_kernel(name)
+        return fn(*args, **kwargs)
+
+    launch.__name__ = getattr(fn, "__name__", name)
+    launch.__wrapped__ = fn
+    return launch
+
+
+def _dtype_name(d) -> str:
+    import numpy as np
+
+    return np.dtype(d).name

@@ -1,0 +1,46 @@
+"""Thread count of the CPU engine. Default: the cores this process may use (its CPU
+affinity), so that Dask workers pinned to a few cores do not oversubscribe the node.
+Calls on fewer elements than ``PARALLEL_THRESHOLD`` run serially (thread start-up
+costs more than it saves there)."""
+
+from __future__ import annotations
+
+import os
+
+import numba
+
+#: elements (content length) below which kernels run their serial variant
+PARALLEL_THRESHOLD = 32_768
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+_threads = None
+
+
+def set_num_threads(n: int | None) -> int:
+    """Set the CPU engine's thread count (``None``: the cores this process may use)."""
+    global _threads
+    n = available_cores() if n is None else int(n)
+    if n < 1:
+        raise ValueError(f"thread count must be >= 1, got {n}")
+    n = min(n, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(n)
+    _threads = n
+    return n
+
+
+def get_num_threads() -> int:
+    if _threads is None:
+        return set_num_threads(None)
+    return _threads
+
+
+def use_parallel(n_elements: int) -> bool:
+    """Whether a kernel over ``n_elements`` should take its parallel variant."""
+    return n_elements >= PARALLEL_THRESHOLD and get_num_threads() > 1

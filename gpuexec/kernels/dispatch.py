@@ -1,0 +1,113 @@
+"""The one dispatch point: which Backend runs a call.
+
+Order of precedence: the call's ``backend=`` argument, then the innermost
+``with gk.using(...)`` block of this thread/context, then the array's own awkward
+backend ("cpu" -> the CPU engine; "cuda" -> the GPU engine of the vendor present,
+CUDA or HIP, since CuPy-ROCm arrays also report awkward backend "cuda").
+Backends are created once per process and cached.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import threading
+from contextlib import contextmanager
+
+from gpuexec.kernels.backend import Backend
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run here (missing package, no device, ...)."""
+
+
+# name -> "module:factory"; the factory returns a Backend or raises BackendUnavailable.
+_FACTORIES = {
+    "cpu": "gpuexec.kernels.cpu:create_backend",
+    "cuda": "gpuexec.kernels.gpu:create_cuda_backend",
+    "hip": "gpuexec.kernels.gpu:create_hip_backend",
+}
+_ALIASES = {"numpy": "cpu", "host": "cpu", "rocm": "hip", "amd": "hip", "nvidia": "cuda"}
+
+_instances: dict[str, Backend] = {}
+_instances_lock = threading.Lock()
+_default: contextvars.ContextVar[Backend | None] = contextvars.ContextVar(
+    "gpuexec_default_backend", default=None
+)
+
+
+def known_backends() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def get_backend(name) -> Backend:
+    """The Backend object for ``name`` ("cpu", "cuda", "hip", or a Backend)."""
+    if isinstance(name, Backend):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"backend must be a name or a Backend, not {type(name).__name__}")
+    key = _ALIASES.get(name.lower(), name.lower())
+    if key not in _FACTORIES:
+        raise ValueError(f"unknown gpuexec backend {name!r}; known: {', '.join(known_backends())}")
+    with _instances_lock:
+        if key in _instances:
+            return _instances[key]
+        module_name, factory_name = _FACTORIES[key].split(":")
+        try:
+            module = importlib.import_module(module_name)
+            factory = getattr(module, factory_name)
+        except (ImportError, AttributeError) as err:
+            raise BackendUnavailable(
+                f"gpuexec backend {key!r} is not available: {module_name}.{factory_name} "
+                f"could not be loaded ({err})"
+            ) from err
+        backend = factory()
+        _instances[key] = backend
+        return backend
+
+
+def device_backend_name() -> str:
+    """Which GPU engine serves arrays that awkward keeps on a device ("cuda" or "hip")."""
+    try:
+        from gpuexec.kernels.gpu import vendor_of_current_device
+    except ImportError as err:
+        raise BackendUnavailable(
+            f"an awkward 'cuda' array needs gpuexec's GPU engine, which could not be loaded ({err})"
+        ) from err
+    return vendor_of_current_device()
+
+
+@contextmanager
+def using(backend):
+    """``with gk.using("cuda"):`` makes ``backend`` the default of every gk call in this
+    thread/context (the executor sets it per worker task)."""
+    token = _default.set(get_backend(backend))
+    try:
+        yield _default.get()
+    finally:
+        _default.reset(token)
+
+
+def current_default() -> Backend | None:
+    return _default.get()
+
+
+def resolve(arrays, backend=None) -> Backend:
+    """The Backend that runs a call on ``arrays`` (awkward arrays or layouts)."""
+    if backend is not None:
+        return get_backend(backend)
+    default = _default.get()
+    if default is not None:
+        return default
+    import awkward as ak
+
+    names = {ak.backend(a) for a in arrays if a is not None}
+    names.discard("typetracer")
+    if len(names) > 1:
+        raise ValueError(f"arrays live on different awkward backends: {sorted(names)}")
+    name = names.pop() if names else "cpu"
+    if name == "cpu":
+        return get_backend("cpu")
+    if name == "cuda":
+        return get_backend(device_backend_name())
+    raise BackendUnavailable(f"gpuexec has no engine for awkward backend {name!r}")

@@ -1,0 +1,67 @@
+"""Per-process counters of what the kernel engine did: public calls, kernel
+launches (by kernel name) and hand-offs to awkward (by function and reason).
+
+Dask workers run tasks in threads of one process, so updates take a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from contextlib import contextmanager
+
+_lock = threading.Lock()
+_calls: Counter = Counter()
+_kernels: Counter = Counter()
+_handoffs: Counter = Counter()
+_handoff_reasons: Counter = Counter()
+
+
+def record_call(function: str, backend: str) -> None:
+    with _lock:
+        _calls[f"{function}[{backend}]"] += 1
+
+
+def record_kernel(kernel: str, launches: int = 1) -> None:
+    with _lock:
+        _kernels[kernel] += launches
+
+
+def record_handoff(function: str, reason: str) -> None:
+    with _lock:
+        _handoffs[function] += 1
+        _handoff_reasons[f"{function}: {reason}"] += 1
+
+
+def stats() -> dict:
+    """A snapshot: ``{"calls", "kernels", "handoffs", "handoff_reasons"}`` as plain dicts,
+    plus the totals ``n_calls``, ``n_launches`` and ``n_handoffs``."""
+    with _lock:
+        snap = {
+            "calls": dict(_calls),
+            "kernels": dict(_kernels),
+            "handoffs": dict(_handoffs),
+            "handoff_reasons": dict(_handoff_reasons),
+        }
+    snap["n_calls"] = sum(snap["calls"].values())
+    snap["n_launches"] = sum(snap["kernels"].values())
+    snap["n_handoffs"] = sum(snap["handoffs"].values())
+    return snap
+
+
+def reset_stats() -> None:
+    with _lock:
+        for c in (_calls, _kernels, _handoffs, _handoff_reasons):
+            c.clear()
+
+
+@contextmanager
+def counting():
+    """``with gk.counting() as s: ...`` resets the counters and fills ``s`` with the
+    snapshot taken on exit (tests and the executor use it per chunk)."""
+    reset_stats()
+    result: dict = {}
+    try:
+        yield result
+    finally:
+        result.update(stats())
