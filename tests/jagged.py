@@ -1,0 +1,157 @@
+"""Shared helpers for the differential tests: hypothesis strategies that build random
+jagged arrays in every layout coffea produces, and ``assert_same`` (awkward's answer
+and ours must agree in type, dtype, option structure and bit-for-bit values)."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import awkward as ak
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+FLOAT_DTYPES = ["float32", "float64"]
+ALL_DTYPES = INT_DTYPES + FLOAT_DTYPES + ["bool"]
+
+LAYOUTS = [
+    "listoffset",        # plain ListOffsetArray
+    "sliced",            # ListOffsetArray whose offsets do not start at 0
+    "listarray",         # ListArray with non-contiguous starts/stops
+    "indexed_above",     # IndexedArray over the lists (events[cut].Muon.pt)
+    "indexed_below",     # lists of an IndexedArray (events.Muon[mask].pt)
+    "option_above",      # IndexedOptionArray over the lists
+    "bytemasked_above",  # ByteMaskedArray over the lists
+    "regular",           # RegularArray (fixed size lists)
+    "depth3",            # lists of lists of numbers
+]
+
+
+# -- comparison --------------------------------------------------------------------
+def _bits(x):
+    if isinstance(x, float):
+        return ("f", struct.pack("<d", x)) if not math.isnan(x) else ("f", "nan")
+    return x
+
+
+def _canon(obj):
+    if isinstance(obj, list):
+        return [_canon(o) for o in obj]
+    if isinstance(obj, tuple):
+        return tuple(_canon(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _canon(v) for k, v in obj.items()}
+    return _bits(obj)
+
+
+def assert_same(got, want, *, check_type=True):
+    """Equal type (incl. option types and dtypes) and bit-identical values (NaN == NaN,
+    -0.0 != 0.0). Scalars (``axis=None`` results) compare by value, dtype and None-ness."""
+    if isinstance(want, (ak.Array, ak.Record)):
+        assert isinstance(got, type(want)), f"got {type(got).__name__}, want {type(want).__name__}"
+        if check_type:
+            assert str(got.type) == str(want.type), f"type {got.type} != {want.type}"
+        g, w = _canon(got.to_list()), _canon(want.to_list())
+        assert g == w, f"values differ:\n got  {got.to_list()}\n want {want.to_list()}"
+        return
+    if want is None:
+        assert got is None, f"got {got!r}, want None"
+        return
+    assert got is not None, f"got None, want {want!r}"
+    assert np.asarray(got).dtype == np.asarray(want).dtype, (
+        f"dtype {np.asarray(got).dtype} != {np.asarray(want).dtype}")
+    assert _canon(np.asarray(got).tolist()) == _canon(np.asarray(want).tolist()), f"{got!r} != {want!r}"
+
+
+# -- strategies --------------------------------------------------------------------
+def _elements(dtype):
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return st.floats(width=dt.itemsize * 8, allow_nan=True, allow_infinity=True)
+    return None  # hypothesis' default covers the whole integer range, extremes included
+
+
+@st.composite
+def counts(draw, max_lists=40, max_len=12):
+    n = draw(st.integers(0, max_lists))
+    shape = draw(st.sampled_from(["poisson", "empty", "one_huge", "mixed"]))
+    if shape == "empty":
+        return [0] * n
+    if shape == "one_huge" and n > 0:
+        c = [0] * n
+        c[draw(st.integers(0, n - 1))] = draw(st.integers(50, 300))
+        return c
+    return draw(st.lists(st.integers(0, max_len), min_size=n, max_size=n))
+
+
+def values(draw, dtype, n):
+    return draw(hnp.arrays(np.dtype(dtype), n, elements=_elements(dtype)))
+
+
+@st.composite
+def jagged(draw, dtype=None, layout=None, max_lists=40, max_len=12):
+    """A random ``ak.Array`` of lists of ``dtype`` in ``layout`` (drawn when None)."""
+    dtype = dtype or draw(st.sampled_from(ALL_DTYPES))
+    layout = layout or draw(st.sampled_from(LAYOUTS))
+    c = draw(counts(max_lists, max_len))
+    n = len(c)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(c, out=offsets[1:])
+    content = values(draw, dtype, int(offsets[-1]))
+    return build(layout, offsets, content, draw)
+
+
+def build(layout, offsets, content, draw=None):
+    n = len(offsets) - 1
+    C = ak.contents
+    num = C.NumpyArray(content)
+    lists = C.ListOffsetArray(ak.index.Index64(offsets), num)
+    rng = np.random.default_rng(int(offsets[-1]) * 7919 + n)
+    if layout == "listoffset":
+        node = lists
+    elif layout == "sliced":
+        pad = C.ListOffsetArray(
+            ak.index.Index64(np.concatenate([[0], offsets + 3])),
+            C.NumpyArray(np.concatenate([content[:0], np.zeros(3, content.dtype), content])),
+        )
+        node = pad[1:]
+        assert n == 0 or node.offsets[0] == 3
+    elif layout == "listarray":
+        perm = rng.permutation(n)
+        starts, stops = offsets[:-1][perm], offsets[1:][perm]
+        node = C.ListArray(ak.index.Index64(starts), ak.index.Index64(stops), num)
+    elif layout == "indexed_above":
+        idx = rng.integers(0, max(n, 1), size=n) if n else np.zeros(0, np.int64)
+        node = C.IndexedArray(ak.index.Index64(idx.astype(np.int64)), lists)
+    elif layout == "indexed_below":
+        m = len(content)
+        perm = rng.permutation(m).astype(np.int64)
+        node = C.ListOffsetArray(ak.index.Index64(offsets), C.IndexedArray(ak.index.Index64(perm), C.NumpyArray(content[np.argsort(perm)])))
+    elif layout == "option_above":
+        idx = np.arange(n, dtype=np.int64)
+        idx[rng.random(n) < 0.3] = -1
+        node = C.IndexedOptionArray(ak.index.Index64(idx), lists)
+    elif layout == "bytemasked_above":
+        mask = (rng.random(n) < 0.7).astype(np.int8)
+        node = C.ByteMaskedArray(ak.index.Index8(mask), lists, valid_when=True)
+    elif layout == "regular":
+        size = int(offsets[1] - offsets[0]) if n else 0
+        reg_content = np.resize(content, n * size) if len(content) else np.zeros(n * size, content.dtype)
+        node = C.RegularArray(C.NumpyArray(reg_content.astype(content.dtype)), size, zeros_length=n)
+    elif layout == "depth3":
+        # group the lists into outer lists of 0..3 lists each
+        outer_counts = []
+        left = n
+        while left > 0:
+            k = int(rng.integers(0, 4))
+            k = min(k, left)
+            outer_counts.append(k)
+            left -= k
+        outer = np.zeros(len(outer_counts) + 1, dtype=np.int64)
+        np.cumsum(outer_counts, out=outer[1:])
+        node = C.ListOffsetArray(ak.index.Index64(outer), lists)
+    else:
+        raise ValueError(layout)
+    return ak.Array(node)
