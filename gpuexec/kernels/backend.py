@@ -20,6 +20,38 @@ array of length n+1 indexing into ``content`` (it may start above 0: sliced arra
   reduce_countnonzero(offsets, content) -> int64[n]
   reduce_any(offsets, content) -> bool[n]
   reduce_all(offsets, content) -> bool[n]
+
+  Indexing (gpuexec/kernels/cpu/indexing.py; starts/stops int64[n] into the list
+  content, index_offsets/mask_offsets int64[n+1] into index/mask, may start above 0;
+  masks and ``valid`` are bool; dtype key (dtype,) for carry, () for the others):
+  carry(values, index) -> values.dtype[len(index)]         out[i] = values[index[i]]
+  compact_offsets(starts, stops) -> int64[n+1]             0, running sum of lengths
+  rebase_offsets(offsets) -> (int64[n+1], n_bad)           offsets - offsets[0]; n_bad =
+                                                           number of decreasing steps
+  list_carry_index(starts, offsets) -> int64[offsets[n]-offsets[0]]
+                                      positions that gather the lists into one run
+  local_to_global(starts, stops, index_offsets, index) -> (int64[m], n_bad)
+                                      per-list local index (negative wraps) -> content
+                                      position; out-of-range picks -> -1, counted
+  missing_repeat(starts, stops, index_offsets, index, valid) -> (int64[m], n_bad)
+                                      same, valid[j] False -> -1 (None)
+  filter(starts, stops, mask_offsets, mask) -> (offsets int64[n+1], carry int64[k])
+  filter_missing(starts, stops, mask_offsets, mask, valid) -> (offsets, outindex)
+                                      option mask: None kept as -1
+
+  Structure (gpuexec/kernels/cpu/structure.py; dtype key (dtype,) for argsort/sort,
+  () for the others; outputs of list i start at offsets[i]-offsets[0]):
+  local_index(offsets) -> int64[offsets[n]-offsets[0]]     position within the list
+  argsort(offsets, values, ascending) -> int64[offsets[n]-offsets[0]]
+                                      in-list positions, stable in both directions,
+                                      NaN first in both (awkward's comparator)
+  sort(offsets, values, ascending) -> values.dtype[offsets[n]-offsets[0]]
+  combinations(starts, stops, n, replacement, local) -> (offsets int64[m+1], idx_0..idx_{n-1})
+                                      n in {2, 3}; tuples a<b(<c) (<= with replacement)
+                                      in lexicographic order; int64 content positions
+                                      (starts[i]+a), in-list positions if ``local``
+  cartesian(starts_a, stops_a, starts_b, stops_b, local) -> (offsets, idx_a, idx_b)
+                                      all (a, b) of list i, a major; as above
   ... plus the structural kernels documented in their modules (carry, compact_offsets,
   missing_repeat, filter, local_index, argsort, combinations, cartesian).
 

@@ -7,16 +7,26 @@ Outer structure that is preserved as it is: lists above the innermost list
 (``events[cut].Muon.pt``). Inner structure that is resolved to flat buffers:
 ``ListArray``/``RegularArray`` (to offsets), ``IndexedArray`` under a list
 (``events.Muon[mask].pt``) and virtual (lazily loaded) buffers.
+
+Node-level helpers for the indexing functions (and anyone who gathers layouts):
+``list_bounds`` (starts/stops of one list level below indexed/option nodes),
+``option_content`` / ``skip_missing`` (option-type content inside lists), ``carry``
+and ``carry_option`` (``node[index]``, lazily where awkward is lazy) and ``packed``.
+Every buffer read here is checked by ``validate`` before a kernel sees it.
 """
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import awkward as ak
 import numpy as np
 
+from gpuexec.kernels import validate
 from gpuexec.kernels.api._common import NotNative
 
 Content = ak.contents.Content
+C = ak.contents
 
 
 def to_layout(array) -> Content:
@@ -62,22 +72,37 @@ def buffer(backend, data):
     return backend.asarray(data)
 
 
+def index64(backend, index):
+    """An awkward Index (possibly virtual) as an int64 nplike array."""
+    data = buffer(backend, index.data)
+    return data if data.dtype == np.int64 else data.astype(np.int64)
+
+
+def _carry_buffer(backend, values, index):
+    return backend.kernel("carry", values.dtype)(values, index)
+
+
+def regular_offsets(n: int, size: int, backend):
+    """int64[n+1] offsets of ``n`` lists of ``size`` entries (size may be 0)."""
+    return backend.nplike.arange(n + 1, dtype=np.int64) * size
+
+
 def list_offsets(node: Content, backend):
     """(offsets int64[n+1], content) of an innermost list node. ``content`` is the list's
-    content node, sliced/carried so that ``offsets`` index into it."""
+    content node, sliced/carried so that ``offsets`` index into it. Offsets and
+    starts/stops are validated against the content (``ValueError`` naming them)."""
     nplike = backend.nplike
-    if isinstance(node, ak.contents.ListOffsetArray):
-        offsets = buffer(backend, node.offsets.data)
-        if offsets.dtype != np.int64:
-            offsets = offsets.astype(np.int64)
+    if isinstance(node, C.ListOffsetArray):
+        offsets = index64(backend, node.offsets)
+        validate.offsets(offsets, node.content.length)
         return offsets, node.content
-    if isinstance(node, ak.contents.RegularArray):
-        n, size = node.length, node.size
-        return nplike.arange(0, (n + 1) * size, size, dtype=np.int64)[: n + 1], node.content
-    if isinstance(node, ak.contents.ListArray):
-        starts = buffer(backend, node.starts.data).astype(np.int64, copy=False)
-        stops = buffer(backend, node.stops.data).astype(np.int64, copy=False)
+    if isinstance(node, C.RegularArray):
+        return regular_offsets(node.length, node.size, backend), node.content
+    if isinstance(node, C.ListArray):
+        starts, stops = index64(backend, node.starts), index64(backend, node.stops)
+        validate.starts_stops(starts, stops, node.content.length)
         n = starts.shape[0]
+        stops = stops[:n]
         if n == 0:
             return nplike.zeros(1, dtype=np.int64), node.content
         if bool((stops[:-1] == starts[1:]).all()):
@@ -87,22 +112,321 @@ def list_offsets(node: Content, backend):
             return offsets, node.content
         # Non-contiguous lists: gather their contents into one contiguous run.
         offsets = backend.kernel("compact_offsets")(starts, stops)
-        carry = backend.kernel("list_carry_index")(starts, offsets)
-        return offsets, node.content._carry(ak.index.Index64(carry), allow_lazy=False)
+        positions = backend.kernel("list_carry_index")(starts, offsets)
+        return offsets, carry(node.content, positions, backend)
     raise NotNative(f"{type(node).__name__} is not a list")
 
 
 def leaf_values(node: Content, backend):
     """The flat values of a depth-1 non-option content (NumpyArray, or IndexedArray
     over one) as an nplike array."""
-    if isinstance(node, ak.contents.NumpyArray):
+    if isinstance(node, C.NumpyArray):
         if len(node.inner_shape) != 0:
             raise NotNative("multidimensional NumpyArray content")
         return buffer(backend, node.data)
-    if isinstance(node, ak.contents.IndexedArray):
-        index = buffer(backend, node.index.data)
+    if isinstance(node, C.IndexedArray):
+        index = index64(backend, node.index)
+        validate.indexed(index, node.content.length)
         values = leaf_values(node.content, backend)
-        return backend.kernel("carry", values.dtype)(values, index.astype(np.int64, copy=False))
-    if isinstance(node, ak.contents.EmptyArray):
+        return _carry_buffer(backend, values, index)
+    if isinstance(node, C.EmptyArray):
         return backend.nplike.zeros(0, dtype=np.float64)
     raise NotNative(f"{type(node).__name__} content")
+
+
+# -- option-type content -------------------------------------------------------------------
+def option_valid(node: Content, backend):
+    """bool[len(node)]: which entries of an option node are not None."""
+    nplike = backend.nplike
+    n = node.length
+    if isinstance(node, C.IndexedOptionArray):
+        index = index64(backend, node.index)
+        validate.indexed(index, node.content.length, "IndexedOptionArray index", option=True)
+        return index >= 0
+    if isinstance(node, C.ByteMaskedArray):
+        mask = buffer(backend, node.mask.data)[:n]
+        return (mask != 0) if node.valid_when else (mask == 0)
+    if isinstance(node, C.BitMaskedArray):
+        bits = nplike.unpackbits(buffer(backend, node.mask.data).view(np.uint8),
+                                 bitorder="little" if node.lsb_order else "big")[:n]
+        return (bits != 0) if node.valid_when else (bits == 0)
+    if isinstance(node, C.UnmaskedArray):
+        return nplike.ones(n, dtype=np.bool_)
+    raise NotNative(f"{type(node).__name__} is not an option node")
+
+
+def option_content(node: Content, backend):
+    """(values, valid) of a depth-1 content that may be option-typed: ``values`` has
+    one entry per position of ``node`` (entries at None positions are arbitrary) and
+    ``valid`` is a bool array (True = not None), or None when ``node`` has no option
+    node. Lets a per-list kernel skip Nones without changing the offsets."""
+    if not node.is_option:
+        return leaf_values(node, backend), None
+    valid = option_valid(node, backend)
+    n = node.length
+    if isinstance(node, C.IndexedOptionArray):
+        inner = leaf_values(node.content, backend)
+        index = index64(backend, node.index)
+        if inner.shape[0] == 0:  # every entry is None
+            return backend.nplike.zeros(n, dtype=inner.dtype), valid
+        safe = backend.nplike.where(valid, index, 0)
+        return _carry_buffer(backend, inner, safe), valid
+    return leaf_values(node.content, backend)[:n], valid
+
+
+def skip_missing(offsets, content: Content, backend):
+    """(offsets', values) of lists ``offsets`` over a depth-1, possibly option-typed
+    ``content`` with the Nones dropped (what awkward's reductions see). ``offsets'``
+    start at 0; without option content this is ``(offsets, leaf_values(content))``."""
+    values, valid = option_content(content, backend)
+    if valid is None:
+        return offsets, values
+    new_offsets, positions = backend.kernel("filter")(offsets[:-1], offsets[1:], offsets, valid)
+    return new_offsets, _carry_buffer(backend, values, positions)
+
+
+# -- one list level below indexed/option nodes --------------------------------------------
+class Lists(NamedTuple):
+    """One level of lists seen through the IndexedArray/option nodes above it."""
+
+    starts: Any           #: int64[n], positions in ``content``
+    stops: Any            #: int64[n]
+    content: Content      #: the list node's content
+    valid: Any            #: bool[n] (None rows of option nodes above) or None
+    offsets: Any          #: int64[n+1] when the lists are one contiguous run, else None
+    node: Content         #: the list node itself (ListOffsetArray/ListArray/RegularArray)
+
+
+def list_bounds(node: Content, backend, where=None) -> Lists:
+    """The lists of ``node`` (a list node, possibly below IndexedArray/option nodes) as
+    validated starts/stops into the list node's content. ``where`` names the argument
+    in error messages ("mask: offsets are not ...")."""
+    if where is None:
+        return _list_bounds(node, backend)
+    try:
+        return _list_bounds(node, backend)
+    except ValueError as err:
+        raise type(err)(f"{where}: {err}") from None
+
+
+def _list_bounds(node: Content, backend) -> Lists:
+    nplike = backend.nplike
+    if isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray)):
+        if isinstance(node, C.ListOffsetArray):
+            offsets = index64(backend, node.offsets)
+            validate.offsets(offsets, node.content.length)
+            starts, stops = offsets[:-1], offsets[1:]
+        elif isinstance(node, C.RegularArray):
+            offsets = regular_offsets(node.length, node.size, backend)
+            starts, stops = offsets[:-1], offsets[1:]
+        else:
+            starts, stops = index64(backend, node.starts), index64(backend, node.stops)
+            validate.starts_stops(starts, stops, node.content.length)
+            stops = stops[: starts.shape[0]]
+            offsets = None
+        return Lists(starts, stops, node.content, None, offsets, node)
+    if isinstance(node, C.IndexedArray):
+        index = index64(backend, node.index)
+        validate.indexed(index, node.content.length)
+        inner = _list_bounds(node.content, backend)
+        return _carried_lists(inner, index, None, backend)
+    if node.is_option:
+        valid = option_valid(node, backend)
+        inner = _list_bounds(node.content, backend)
+        if isinstance(node, C.IndexedOptionArray):
+            if node.content.length == 0:
+                zeros = nplike.zeros(node.length, dtype=np.int64)
+                return Lists(zeros, zeros, inner.content, valid, None, inner.node)
+            index = nplike.where(valid, index64(backend, node.index), 0)
+            return _carried_lists(inner, index, valid, backend)
+        n = node.length
+        if inner.valid is not None:
+            valid = valid & inner.valid[:n]
+        offsets = None if inner.offsets is None else inner.offsets[: n + 1]
+        return Lists(inner.starts[:n], inner.stops[:n], inner.content, valid, offsets, inner.node)
+    raise NotNative(f"{type(node).__name__} is not a list")
+
+
+def _carried_lists(inner: Lists, index, valid, backend) -> Lists:
+    starts = _carry_buffer(backend, inner.starts, index)
+    stops = _carry_buffer(backend, inner.stops, index)
+    if inner.valid is not None:
+        inner_valid = _carry_buffer(backend, inner.valid, index)
+        valid = inner_valid if valid is None else valid & inner_valid
+    return Lists(starts, stops, inner.content, valid, None, inner.node)
+
+
+def runs(starts, stops, offsets, content: Content, backend):
+    """(offsets int64[n+1] from 0, content') with the lists [starts, stops) of
+    ``content`` laid one after another at the front of ``content'``; ``offsets`` (the
+    lists' own offsets, when they are already one run) avoids any gather."""
+    nplike = backend.nplike
+    n = starts.shape[0]
+    if n == 0:
+        return nplike.zeros(1, dtype=np.int64), content[0:0]
+    if offsets is not None:
+        first, last = int(offsets[0]), int(offsets[-1])
+        if first == 0:
+            return offsets, content[:last]
+        return backend.kernel("rebase_offsets")(offsets)[0], content[first:last]
+    new_offsets = backend.kernel("compact_offsets")(starts, stops)
+    positions = backend.kernel("list_carry_index")(starts, new_offsets)
+    return new_offsets, carry(content, positions, backend)
+
+
+def option_index(valid, backend):
+    """IndexedOptionArray index that spreads the rows kept by ``valid`` back out: the
+    k-th True becomes k, every False becomes -1."""
+    nplike = backend.nplike
+    return nplike.where(valid, nplike.cumsum(valid, dtype=np.int64) - 1, -1)
+
+
+# -- node[index] -----------------------------------------------------------------------------
+def carry(node: Content, index, backend) -> Content:
+    """``node[index]`` for an int64 ``index`` of in-range, non-negative positions.
+    Numbers are gathered at once; lists carry their starts/stops, records and other
+    nodes get an IndexedArray (lazy, as awkward does, so virtual fields stay unread)."""
+    nplike = backend.nplike
+    params = node.parameters
+    if isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0:
+        return C.NumpyArray(_carry_buffer(backend, buffer(backend, node.data), index),
+                            parameters=params)
+    if isinstance(node, (C.IndexedArray, C.IndexedOptionArray)):
+        inner = _carry_buffer(backend, index64(backend, node.index), index)
+        return type(node)(ak.index.Index64(inner), node.content, parameters=params)
+    if isinstance(node, (C.ListOffsetArray, C.ListArray)):
+        lists = list_bounds(node, backend)
+        return C.ListArray(ak.index.Index64(_carry_buffer(backend, lists.starts, index)),
+                           ak.index.Index64(_carry_buffer(backend, lists.stops, index)),
+                           node.content, parameters=params)
+    if isinstance(node, C.ByteMaskedArray):
+        mask = _carry_buffer(backend, buffer(backend, node.mask.data), index)
+        return C.ByteMaskedArray(ak.index.Index8(mask), carry(node.content, index, backend),
+                                 valid_when=node.valid_when, parameters=params)
+    if isinstance(node, C.UnmaskedArray):
+        return C.UnmaskedArray(carry(node.content, index, backend), parameters=params)
+    if isinstance(node, C.BitMaskedArray):
+        valid = _carry_buffer(backend, option_valid(node, backend), index)
+        return C.IndexedOptionArray(ak.index.Index64(nplike.where(valid, index, -1)),
+                                    node.content, parameters=params)
+    if isinstance(node, C.UnionArray):
+        raise NotNative("UnionArray content")
+    if isinstance(node, C.EmptyArray):  # nothing to pick from: index is empty
+        return node
+    return C.IndexedArray(ak.index.Index64(index), node)
+
+
+def carry_option(node: Content, outindex, backend) -> Content:
+    """``node[outindex]`` as an option node, -1 in ``outindex`` giving None (what a
+    pick with an option-type index or a filter with an option-type mask returns)."""
+    nplike = backend.nplike
+    params = node.parameters
+    if isinstance(node, C.UnionArray):
+        raise NotNative("UnionArray content")
+    if node.is_option or node.is_indexed:
+        if node.length == 0:  # every pick is None (checked by the kernel)
+            return C.IndexedOptionArray(ak.index.Index64(outindex), node.content,
+                                        parameters=params)
+        picked = outindex >= 0
+        safe = nplike.where(picked, outindex, 0)
+        if node.is_indexed or isinstance(node, C.IndexedOptionArray):
+            inner = _carry_buffer(backend, index64(backend, node.index), safe)
+            composed = nplike.where(picked, inner, -1)
+        else:
+            valid = _carry_buffer(backend, option_valid(node, backend), safe)
+            composed = nplike.where(picked & valid, outindex, -1)
+        return C.IndexedOptionArray(ak.index.Index64(composed), node.content, parameters=params)
+    return C.IndexedOptionArray(ak.index.Index64(outindex), node)
+
+
+# -- ak.to_packed --------------------------------------------------------------------------
+def packed(node: Content, backend, index=None) -> Content:
+    """``ak.to_packed(node)`` (or of ``node[index]`` when ``index`` is given): every
+    buffer holds exactly the reachable entries, offsets start at 0."""
+    nplike = backend.nplike
+    params = node.parameters
+    n = node.length if index is None else index.shape[0]
+    if isinstance(node, C.NumpyArray):
+        data = buffer(backend, node.data)
+        if index is not None:
+            if len(node.inner_shape) != 0:
+                raise NotNative("multidimensional NumpyArray")
+            return C.NumpyArray(_carry_buffer(backend, data, index), parameters=params)
+        return C.NumpyArray(nplike.ascontiguousarray(data[:n]), parameters=params)
+    if isinstance(node, C.EmptyArray):
+        return node
+    if isinstance(node, C.ListOffsetArray) and index is None:
+        # the common case (a sliced array): one pass rebases the offsets and checks
+        # their order
+        offsets = index64(backend, node.offsets)
+        length = node.content.length
+        validate.offsets(offsets, length, check_order=False)
+        first, last = int(offsets[0]), int(offsets[-1])
+        if first == 0:
+            validate.offsets(offsets, length)
+            new_offsets = offsets
+        else:
+            new_offsets, n_bad = backend.kernel("rebase_offsets")(offsets)
+            if n_bad:
+                validate.offsets(offsets, length)
+        return C.ListOffsetArray(ak.index.Index64(new_offsets),
+                                 packed(node.content[first:last], backend), parameters=params)
+    if isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray)):
+        lists = list_bounds(node, backend)
+        starts, stops, offsets = lists.starts, lists.stops, lists.offsets
+        if index is not None:
+            if isinstance(node, C.RegularArray):
+                content = packed(node.content, backend,
+                                 _regular_positions(index, node.size, backend))
+                return C.RegularArray(content, node.size, zeros_length=n, parameters=params)
+            starts = _carry_buffer(backend, starts, index)
+            stops = _carry_buffer(backend, stops, index)
+            offsets = None
+        elif isinstance(node, C.RegularArray):
+            return C.RegularArray(packed(node.content[: n * node.size], backend), node.size,
+                                  zeros_length=n, parameters=params)
+        new_offsets, content = runs(starts, stops, offsets, node.content, backend)
+        content = packed(content[: int(new_offsets[-1])], backend)
+        return C.ListOffsetArray(ak.index.Index64(new_offsets), content, parameters=params)
+    if isinstance(node, C.IndexedArray):
+        inner = index64(backend, node.index)
+        validate.indexed(inner, node.content.length)
+        if index is not None:
+            inner = _carry_buffer(backend, inner, index)
+        return _with_params(packed(node.content, backend, inner), params)
+    if isinstance(node, C.IndexedOptionArray):
+        inner = index64(backend, node.index)
+        validate.indexed(inner, node.content.length, "IndexedOptionArray index", option=True)
+        if index is not None:
+            inner = _carry_buffer(backend, inner, index)
+        valid = inner >= 0
+        content = packed(node.content, backend, inner[valid])
+        return C.IndexedOptionArray(ak.index.Index64(option_index(valid, backend)), content,
+                                    parameters=params)
+    if isinstance(node, C.ByteMaskedArray):
+        mask = buffer(backend, node.mask.data)
+        mask = mask[:n] if index is None else _carry_buffer(backend, mask, index)
+        content = node.content[:n] if index is None else node.content
+        return C.ByteMaskedArray(ak.index.Index8(nplike.ascontiguousarray(mask)),
+                                 packed(content, backend, index), valid_when=node.valid_when,
+                                 parameters=params)
+    if isinstance(node, C.UnmaskedArray):
+        content = node.content[:n] if index is None else node.content
+        return C.UnmaskedArray(packed(content, backend, index), parameters=params)
+    if isinstance(node, C.RecordArray):
+        fields = [packed(node.content(i) if index is None else node.contents[i], backend, index)
+                  for i in range(len(node.contents))]
+        return C.RecordArray(fields, None if node.is_tuple else node.fields, length=n,
+                             parameters=params)
+    raise NotNative(f"{type(node).__name__} in to_packed")
+
+
+def _regular_positions(index, size, backend):
+    offsets = regular_offsets(index.shape[0], size, backend)
+    return backend.kernel("list_carry_index")(index * size, offsets)
+
+
+def _with_params(node: Content, params) -> Content:
+    if not params:
+        return node
+    return node.copy(parameters={**node.parameters, **params})

@@ -1,0 +1,1 @@
+"""Example analyses that run on gpuexec (importable as ``examples.adl``)."""

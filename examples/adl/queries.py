@@ -1,0 +1,256 @@
+"""The eight queries of the IRIS-HEP ADL benchmark as coffea processors.
+
+Every jagged operation (reduction, sort, combination, cartesian product, take, filter,
+flatten) goes through ``gpuexec.kernels`` so that the same processor runs on whatever
+backend its arrays live on; awkward/numpy are used only for elementwise math
+(``kinematics``) and event-level masks. Histograms are filled on the host at the end.
+
+Binning follows the benchmark's reference implementations (100 regular bins; MET
+0-2000 GeV, jet pT 15-60, trijet pT 15-40 and b-tag 0-1, HT 15-200, mT 15-250);
+values outside land in hist's flow bins, which the comparisons include.
+"""
+
+from __future__ import annotations
+
+import awkward as ak
+import hist
+import numpy as np
+from coffea import processor
+
+import gpuexec.kernels as gk
+from examples.adl import columns as colmap
+from examples.adl import kinematics as kin
+
+Z_MASS = 91.2
+TOP_MASS = 172.5
+
+
+class ADLQuery(processor.ProcessorABC):
+    """One query: ``observables(cols)`` turns the query's columns into the flat arrays
+    to histogram; ``process`` reads the columns, runs it and fills the histograms.
+
+    Output: ``{"n_events": int, "hists": {name: hist.Hist}, "sums": {name: float}}``;
+    ``sums`` holds the sum of the values filled (a check finer than the bins)."""
+
+    number: int = 0
+    title: str = ""
+    columns: tuple[str, ...] = ()
+    # histogram name -> (bins, low, high, axis label)
+    binning: dict[str, tuple[int, float, float, str]] = {}
+
+    def make_histograms(self) -> dict[str, hist.Hist]:
+        return {name: hist.Hist(hist.axis.Regular(n, lo, hi, name=name, label=label),
+                                storage=hist.storage.Double())
+                for name, (n, lo, hi, label) in self.binning.items()}
+
+    def observables(self, cols: dict) -> dict:
+        raise NotImplementedError
+
+    def read(self, events) -> dict:
+        return colmap.from_events(events, self.columns)
+
+    def process(self, events):
+        return self.fill(len(events), self.observables(self.read(events)))
+
+    def fill(self, n_events: int, values: dict) -> dict:
+        hists = self.make_histograms()
+        sums = {}
+        for name, h in hists.items():
+            host = to_host(values[name])
+            h.fill(host)
+            sums[name] = float(np.sum(host, dtype=np.float64))
+        return {"n_events": int(n_events), "hists": hists, "sums": sums}
+
+    def postprocess(self, accumulator):
+        return accumulator
+
+
+def to_host(values) -> np.ndarray:
+    """A flat array of values (any backend, option type without missing values) as a
+    float64 numpy array."""
+    if isinstance(values, ak.Array):
+        values = ak.to_numpy(ak.to_backend(values, "cpu"), allow_missing=False)
+    return np.asarray(values, dtype=np.float64)
+
+
+def _p4(cols, prefix):
+    """The four-vectors of every object of collection ``prefix`` (computed once per
+    object, then gathered for pairs/triplets: far less trigonometry than per member)."""
+    return kin.p4(*(cols[f"{prefix}.{f}"] for f in ("pt", "eta", "phi", "mass")))
+
+
+def _take(vector, index):
+    """The four-vectors at a jagged ``index``."""
+    return tuple(gk.take(component, index) for component in vector)
+
+
+def _firsts(array, index):
+    """``array`` at an arg-reduction with keepdims (one entry per event, None where the
+    event had no candidate) as one optional value per event."""
+    return gk.flatten(gk.take(array, index), axis=1)
+
+
+class Q1(ADLQuery):
+    number, title = 1, "MET of all events"
+    columns = ("MET.pt",)
+    binning = {"met": (100, 0.0, 2000.0, "$E_T^{miss}$ [GeV]")}
+
+    def observables(self, cols):
+        return {"met": cols["MET.pt"]}
+
+
+class Q2(ADLQuery):
+    number, title = 2, "pT of all jets"
+    columns = ("Jet.pt",)
+    binning = {"jet_pt": (100, 15.0, 60.0, "jet $p_T$ [GeV]")}
+
+    def observables(self, cols):
+        return {"jet_pt": gk.flatten(cols["Jet.pt"], axis=1)}
+
+
+class Q3(ADLQuery):
+    number, title = 3, "pT of jets with |eta| < 1"
+    columns = ("Jet.pt", "Jet.eta")
+    binning = {"jet_pt": (100, 15.0, 60.0, "jet $p_T$ ($|\\eta| < 1$) [GeV]")}
+
+    def observables(self, cols):
+        central = np.abs(cols["Jet.eta"]) < 1.0
+        return {"jet_pt": gk.flatten(gk.filter(cols["Jet.pt"], central), axis=1)}
+
+
+class Q4(ADLQuery):
+    number, title = 4, "MET of events with >= 2 jets of pT > 40 GeV"
+    columns = ("MET.pt", "Jet.pt")
+    binning = {"met": (100, 0.0, 2000.0, "$E_T^{miss}$ [GeV]")}
+
+    def observables(self, cols):
+        n_hard = gk.count_nonzero(cols["Jet.pt"] > 40.0, axis=1)
+        return {"met": cols["MET.pt"][n_hard >= 2]}
+
+
+class Q5(ADLQuery):
+    number, title = 5, "MET of events with an opposite-charge muon pair of mass 60-120 GeV"
+    columns = ("MET.pt", "Muon.pt", "Muon.eta", "Muon.phi", "Muon.mass", "Muon.charge")
+    binning = {"met": (100, 0.0, 2000.0, "$E_T^{miss}$ [GeV]")}
+
+    def observables(self, cols):
+        pairs = gk.argcombinations(cols["Muon.pt"], 2, axis=1)
+        first, second = pairs["0"], pairs["1"]
+        charge = cols["Muon.charge"]
+        opposite = gk.take(charge, first) * gk.take(charge, second) < 0
+        muons = _p4(cols, "Muon")
+        m = kin.mass(kin.add(_take(muons, first), _take(muons, second)))
+        has_z = gk.any(opposite & (m > 60.0) & (m < 120.0), axis=1)
+        return {"met": cols["MET.pt"][has_z]}
+
+
+class Q6(ADLQuery):
+    number, title = 6, "trijet with mass closest to 172.5 GeV: its pT and max b-tag"
+    columns = ("Jet.pt", "Jet.eta", "Jet.phi", "Jet.mass", "Jet.btag")
+    binning = {"trijet_pt": (100, 15.0, 40.0, "trijet $p_T$ [GeV]"),
+               "trijet_btag": (100, 0.0, 1.0, "max b-tag in trijet")}
+
+    def observables(self, cols):
+        enough = gk.num(cols["Jet.pt"], axis=1) >= 3
+        jets = {name: array[enough] for name, array in cols.items()}
+        triplets = gk.argcombinations(jets["Jet.pt"], 3, axis=1)
+        members = [triplets[k] for k in ("0", "1", "2")]
+        p4 = _p4(jets, "Jet")
+        trijet = kin.add(*(_take(p4, i) for i in members))
+        best = gk.argmin(np.abs(kin.mass(trijet) - TOP_MASS), axis=1, keepdims=True)
+        b0, b1, b2 = (gk.take(jets["Jet.btag"], i) for i in members)
+        max_btag = np.maximum(np.maximum(b0, b1), b2)
+        return {"trijet_pt": _firsts(kin.pt(trijet), best),
+                "trijet_btag": _firsts(max_btag, best)}
+
+
+class Q7(ADLQuery):
+    number, title = 7, "HT of jets (pT > 30) not within dR 0.4 of a light lepton (pT > 10)"
+    columns = ("Jet.pt", "Jet.eta", "Jet.phi", "Muon.pt", "Muon.eta", "Muon.phi",
+               "Electron.pt", "Electron.eta", "Electron.phi")
+    binning = {"ht": (100, 15.0, 200.0, "$\\sum p_T$ of isolated jets [GeV]")}
+
+    def observables(self, cols):
+        hard = cols["Jet.pt"] > 30.0
+        jet_pt, jet_eta, jet_phi = (gk.filter(cols[f"Jet.{f}"], hard) for f in ("pt", "eta", "phi"))
+        near_lepton = None
+        for lepton in ("Muon", "Electron"):
+            keep = cols[f"{lepton}.pt"] > 10.0
+            eta = gk.cartesian([jet_eta, gk.filter(cols[f"{lepton}.eta"], keep)], axis=1, nested=True)
+            phi = gk.cartesian([jet_phi, gk.filter(cols[f"{lepton}.phi"], keep)], axis=1, nested=True)
+            near = gk.any(kin.delta_r(eta["0"], phi["0"], eta["1"], phi["1"]) < 0.4, axis=2)
+            near_lepton = near if near_lepton is None else near_lepton | near
+        isolated_pt = gk.filter(kin.f64(jet_pt), ~near_lepton)
+        has_jet = gk.num(isolated_pt, axis=1) > 0
+        return {"ht": gk.sum(isolated_pt, axis=1)[has_jet]}
+
+
+class Q8(ADLQuery):
+    number, title = 8, ("mT of MET and the leading light lepton outside the same-flavour "
+                        "opposite-charge pair closest to the Z mass (>= 3 leptons)")
+    columns = ("MET.pt", "MET.phi") + tuple(
+        f"{lepton}.{f}" for lepton in ("Electron", "Muon")
+        for f in ("pt", "eta", "phi", "mass", "charge"))
+    binning = {"mt": (100, 15.0, 250.0, "$m_T$(MET, third lepton) [GeV]")}
+
+    # Leptons are ordered electrons first, then muons: ties (in |m - 91.2| or in pT)
+    # go to the electron, as an arg-min/arg-max over the concatenated list would.
+
+    @staticmethod
+    def _best_pair(cols, flavour):
+        """Per event: |m - 91.2| of the opposite-charge pair of ``flavour`` closest to
+        the Z mass (inf where none) and the local indices of its two leptons (-1)."""
+        pairs = gk.argcombinations(cols[f"{flavour}.pt"], 2, axis=1)
+        first, second = pairs["0"], pairs["1"]
+        charge = cols[f"{flavour}.charge"]
+        opposite = gk.take(charge, first) * gk.take(charge, second) < 0
+        leptons = _p4(cols, flavour)
+        m = kin.mass(kin.add(_take(leptons, first), _take(leptons, second)))
+        distance = gk.filter(np.abs(m - Z_MASS), opposite)
+        first, second = gk.filter(first, opposite), gk.filter(second, opposite)
+        best = gk.argmin(distance, axis=1, keepdims=True)
+        return (ak.fill_none(_firsts(distance, best), np.inf),
+                ak.fill_none(_firsts(first, best), -1),
+                ak.fill_none(_firsts(second, best), -1))
+
+    @staticmethod
+    def _leading_outside(cols, flavour, used_first, used_second):
+        """Per event: pT and phi of the highest-pT lepton of ``flavour`` that is not at
+        local index ``used_first``/``used_second`` (-inf and 0 where none is left)."""
+        index = gk.local_index(cols[f"{flavour}.pt"], axis=1)
+        free = (index != used_first) & (index != used_second)
+        pt = gk.filter(cols[f"{flavour}.pt"], free)
+        phi = gk.filter(cols[f"{flavour}.phi"], free)
+        lead = gk.argmax(pt, axis=1, keepdims=True)
+        return (ak.fill_none(kin.f64(_firsts(pt, lead)), -np.inf),
+                ak.fill_none(kin.f64(_firsts(phi, lead)), 0.0))
+
+    def observables(self, cols):
+        n_leptons = gk.num(cols["Electron.pt"], axis=1) + gk.num(cols["Muon.pt"], axis=1)
+        three = n_leptons >= 3
+        cols = {name: array[three] for name, array in cols.items()}
+
+        e_dist, e_first, e_second = self._best_pair(cols, "Electron")
+        mu_dist, mu_first, mu_second = self._best_pair(cols, "Muon")
+        pair_is_ee = e_dist <= mu_dist
+        has_pair = np.minimum(e_dist, mu_dist) < np.inf
+
+        e_pt, e_phi = self._leading_outside(cols, "Electron", ak.where(pair_is_ee, e_first, -1),
+                                            ak.where(pair_is_ee, e_second, -1))
+        mu_pt, mu_phi = self._leading_outside(cols, "Muon", ak.where(pair_is_ee, -1, mu_first),
+                                              ak.where(pair_is_ee, -1, mu_second))
+        third_is_e = e_pt >= mu_pt
+        lep_pt = ak.where(third_is_e, e_pt, mu_pt)[has_pair]
+        lep_phi = ak.where(third_is_e, e_phi, mu_phi)[has_pair]
+        mt = kin.transverse_mass(cols["MET.pt"][has_pair], cols["MET.phi"][has_pair], lep_pt, lep_phi)
+        return {"mt": mt}
+
+
+QUERIES: dict[int, type[ADLQuery]] = {q.number: q for q in (Q1, Q2, Q3, Q4, Q5, Q6, Q7, Q8)}
+
+
+def make(number: int) -> ADLQuery:
+    try:
+        return QUERIES[int(number)]()
+    except KeyError:
+        raise ValueError(f"no ADL query {number!r}; the queries are {sorted(QUERIES)}") from None

@@ -1,0 +1,272 @@
+"""Indexing, awkward-shaped: ``take`` (``array[index]``), ``filter`` (``array[mask]``)
+and ``to_packed``.
+
+``take`` runs natively for a 1-D integer index (carry across events), a jagged integer
+index (per-list local indices, negative ones counting from the end) and an option-type
+jagged index such as ``ak.argmax(x, axis=1, keepdims=True)`` (the per-list pick, None
+where the index is None). ``filter`` selects inside lists with a jagged boolean mask
+(option-typed masks keep None as None, like awkward) or across events with a 1-D one.
+Records are carried lazily (an IndexedArray over the RecordArray, as awkward does), so
+the fields of virtual NanoEvents collections are read only when used.
+
+One deliberate difference from awkward: a jagged mask whose list i is shorter than list
+i of the array raises (awkward silently treats it as an index); numpy and awkward both
+reject masks of the wrong length everywhere else.
+"""
+
+from __future__ import annotations
+
+import awkward as ak
+import numpy as np
+
+from gpuexec.kernels import layout as L
+from gpuexec.kernels import validate
+from gpuexec.kernels.api._common import NotNative, public, wrap
+
+C = ak.contents
+
+
+def _getitem(array, index):
+    """What awkward does for ``array[index]`` (the hand-off of ``take``)."""
+    return ak.Array(array)[index]
+
+
+def _masked(array, mask):
+    """What awkward does for ``array[mask]`` (the hand-off of ``filter``)."""
+    return ak.Array(array)[mask]
+
+
+@public(_getitem)
+def take(array, index, *, backend):
+    """``array[index]`` for an integer index: 1-D (events), jagged (per list) or
+    option-typed jagged (the pick behind ``x[ak.argmax(x, axis=1, keepdims=True)]``)."""
+    layout = L.to_layout(array)
+    idx = _index_layout(index)
+    if _leaf_kind(idx) == "b":
+        return wrap(_filter(layout, idx, backend, "index"), array)
+    if idx.purelist_depth == 1:
+        return wrap(_take_events(layout, idx, backend), array)
+    regular = _regular_index(idx)
+    if regular is not None:
+        return wrap(_take_numpy_style(layout, idx.length, *regular, backend), array)
+    return wrap(_jagged(layout, idx, backend, "index", _pick), array)
+
+
+@public(_masked)
+def filter(array, mask, *, backend):  # noqa: A001 - awkward-shaped name
+    """``array[mask]`` for a boolean mask: jagged (selection inside lists, option-typed
+    masks keep None) or 1-D (selection of events)."""
+    layout = L.to_layout(array)
+    m = _index_layout(mask)
+    kind = _leaf_kind(m)
+    if kind not in ("b", None):
+        raise validate.InvalidDtype(f"mask must be a boolean array, got dtype "
+                                    f"{_leaf_dtype(m)}")
+    return wrap(_filter(layout, m, backend, "mask"), array)
+
+
+@public(ak.to_packed)
+def to_packed(array, *, highlevel=True, behavior=None, attrs=None, backend):
+    layout = L.to_layout(array)
+    return wrap(L.packed(layout, backend), array, highlevel=highlevel, behavior=behavior,
+                attrs=attrs)
+
+
+# -- shared --------------------------------------------------------------------------------
+def _index_layout(index):
+    if isinstance(index, (int, np.integer, slice, str, tuple)) or index is None:
+        raise NotNative(f"{type(index).__name__} index")
+    layout = L.to_layout(index)
+    if layout.minmax_depth[0] != layout.minmax_depth[1] or layout.is_record:
+        raise NotNative("index is not a plain array of numbers")
+    return layout
+
+
+def _leaf(node):
+    while not isinstance(node, (C.NumpyArray, C.EmptyArray)):
+        if node.is_record or node.is_union or not hasattr(node, "content"):
+            raise NotNative(f"{type(node).__name__} in the index")
+        node = node.content
+    return node
+
+
+def _leaf_kind(node):
+    leaf = _leaf(node)
+    return None if isinstance(leaf, C.EmptyArray) else leaf.dtype.kind
+
+
+def _leaf_dtype(node):
+    leaf = _leaf(node)
+    return "unknown" if isinstance(leaf, C.EmptyArray) else leaf.dtype
+
+
+def _int64(values, name):
+    validate.index_dtype(values, name)
+    if values.dtype == np.int64:
+        return values
+    if values.dtype == np.uint64 and values.shape[0] and int(values.max()) > np.iinfo(np.int64).max:
+        validate.index_range(values, np.iinfo(np.int64).max, name)
+    return values.astype(np.int64)
+
+
+def _flat_values(node, backend, name):
+    """Values of a depth-1 index/mask without option type (EmptyArray: no entries)."""
+    if node.is_option:
+        raise NotNative(f"option-type 1-d {name}")
+    if isinstance(node, C.EmptyArray):
+        return backend.nplike.zeros(0, dtype=np.int64)
+    return L.leaf_values(node, backend)
+
+
+def _take_events(layout, idx, backend):
+    """``array[index]`` with a 1-D integer index: carry across events."""
+    values = _int64(_flat_values(idx, backend, "index"), "index")
+    n = layout.length
+    validate.index_range(values, n, "index")
+    if values.shape[0] and int(values.min()) < 0:
+        values = backend.nplike.where(values < 0, values + n, values)
+    return L.carry(layout, values, backend)
+
+
+def _filter(layout, mask, backend, name):
+    if mask.purelist_depth == 1:
+        values = _flat_values(mask, backend, name)
+        if isinstance(mask, C.EmptyArray):
+            values = values.astype(np.bool_)
+        validate.mask_dtype(values, name)
+        validate.same_length(layout.length, values.shape[0], name)
+        return L.carry(layout, backend.nplike.nonzero(values)[0].astype(np.int64), backend)
+    regular = _regular_index(mask)
+    if regular is not None:
+        return _filter_numpy_style(layout, mask.length, *regular, backend, name)
+    return _jagged(layout, mask, backend, name, _select)
+
+
+# -- a regular index without missing values: numpy's advanced indexing (awkward's rule) ------
+def _regular_index(idx):
+    """(sizes, leaf) when ``idx`` is regular all the way down with no option node:
+    awkward then indexes like numpy, not list by list."""
+    node = idx
+    if isinstance(node, C.NumpyArray) and len(node.inner_shape) != 0:
+        node = node.to_RegularArray()
+    sizes = []
+    while isinstance(node, C.RegularArray):
+        sizes.append(node.size)
+        node = node.content
+    if sizes and isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0:
+        return sizes, node
+    return None
+
+
+def _take_numpy_style(layout, length, sizes, leaf, backend):
+    """``x[idx]`` for an integer idx of shape (n, k, ...): rows of ``x`` gathered into
+    that shape."""
+    lengths = [length]
+    for size in sizes:
+        lengths.append(lengths[-1] * size)
+    values = _int64(L.leaf_values(leaf, backend)[: lengths[-1]], "index")
+    validate.index_range(values, layout.length, "index")
+    if values.shape[0] and int(values.min()) < 0:
+        values = backend.nplike.where(values < 0, values + layout.length, values)
+    out = L.carry(layout, values, backend)
+    for size, n in zip(reversed(sizes), reversed(lengths[:-1])):
+        out = C.RegularArray(out, size, zeros_length=n)
+    return out
+
+
+def _filter_numpy_style(layout, length, sizes, leaf, backend, name):
+    """``x[mask]`` for a boolean mask of shape (n, k): numpy picks x[i][j] for every
+    True at (i, j), a flat result."""
+    if len(sizes) != 1:
+        raise NotNative(f"regular {name} of more than two dimensions")
+    nplike, k = backend.nplike, sizes[0]
+    values = L.leaf_values(leaf, backend)[: length * k]
+    validate.mask_dtype(values, name)
+    validate.same_length(layout.length, length, name)
+    if layout.purelist_depth < 2:
+        raise NotNative(f"{name} is deeper than the array")
+    x = L.list_bounds(layout, backend)
+    if x.valid is not None:
+        raise NotNative("option-type array with a regular mask")
+    mask_offsets = L.regular_offsets(length, k, backend)
+    offsets, positions = backend.kernel("filter")(mask_offsets[:-1], mask_offsets[1:],
+                                                  mask_offsets, values)
+    local = positions % k if k else positions
+    picked, n_bad = backend.kernel("local_to_global")(x.starts, x.stops, offsets, local)
+    if n_bad:
+        validate.jagged_index_failed(x.starts, x.stops, offsets, local, None, name)
+    return L.carry(x.content, picked, backend)
+
+
+# -- jagged index / mask: one list level at a time -------------------------------------------
+def _jagged(node, idx, backend, name, leaf_fn):
+    """``node[idx]`` for a jagged ``idx`` (ints or bools at its innermost level), by
+    walking the list levels of both together. ``leaf_fn`` makes the innermost level."""
+    if node.purelist_depth < idx.purelist_depth:
+        raise NotNative(f"{name} is deeper than the array")
+    x = L.list_bounds(node, backend)
+    i = L.list_bounds(idx, backend, where=name)
+    for lists in (x, i):
+        if lists.node.parameter("__array__") in ("string", "bytestring", "char", "byte"):
+            raise NotNative("string lists")
+    validate.same_length(node.length, idx.length, name)
+    xs, xt, xoff = x.starts, x.stops, x.offsets
+    is_, it, ioff = i.starts, i.stops, i.offsets
+    valid = x.valid if i.valid is None else (i.valid if x.valid is None else x.valid & i.valid)
+    if valid is not None:  # rows that are None on either side are None in the result
+        rows = backend.nplike.nonzero(valid)[0].astype(np.int64)
+        carry = backend.kernel("carry", "int64")
+        xs, xt, is_, it = carry(xs, rows), carry(xt, rows), carry(is_, rows), carry(it, rows)
+        xoff = ioff = None
+
+    if i.content.purelist_depth == 1:
+        out = leaf_fn(xs, xt, x.content, is_, it, ioff, i.content, backend, name)
+    else:
+        validate.same_list_lengths(xs, xt, is_, it, name)
+        offsets, icontent = L.runs(is_, it, ioff, i.content, backend)
+        _, xcontent = L.runs(xs, xt, xoff, x.content, backend)
+        total = int(offsets[-1])
+        inner = _jagged(xcontent[:total], icontent[:total], backend, name, leaf_fn)
+        out = C.ListOffsetArray(ak.index.Index64(offsets), inner)
+    if valid is not None:
+        out = C.IndexedOptionArray(ak.index.Index64(L.option_index(valid, backend)), out)
+    return out
+
+
+def _pick(xs, xt, xcontent, is_, it, ioff, icontent, backend, name):
+    """Innermost level of a jagged integer index: local -> global positions."""
+    offsets, icontent = L.runs(is_, it, ioff, icontent, backend)
+    if isinstance(icontent, C.EmptyArray):  # lists of no type: nothing to pick
+        values, valid = backend.nplike.zeros(0, dtype=np.int64), None
+    else:
+        values, valid = L.option_content(icontent, backend)
+    values = _int64(values[: int(offsets[-1])], name)
+    if valid is None:
+        positions, n_bad = backend.kernel("local_to_global")(xs, xt, offsets, values)
+    else:
+        positions, n_bad = backend.kernel("missing_repeat")(xs, xt, offsets, values, valid)
+    if n_bad:
+        validate.jagged_index_failed(xs, xt, offsets, values, valid, name)
+    if valid is None:
+        content = L.carry(xcontent, positions, backend)
+    else:
+        content = L.carry_option(xcontent, positions, backend)
+    return C.ListOffsetArray(ak.index.Index64(offsets), content)
+
+
+def _select(xs, xt, xcontent, ms, mt, moff, mcontent, backend, name):
+    """Innermost level of a jagged boolean mask: selection inside each list."""
+    validate.same_list_lengths(xs, xt, ms, mt, name)
+    offsets, mcontent = L.runs(ms, mt, moff, mcontent, backend)
+    if isinstance(mcontent, C.EmptyArray):  # lists of no type: nothing selected
+        values, valid = backend.nplike.zeros(0, dtype=np.bool_), None
+    else:
+        values, valid = L.option_content(mcontent, backend)
+    validate.mask_dtype(values, name)
+    if valid is None:
+        new_offsets, positions = backend.kernel("filter")(xs, xt, offsets, values)
+        content = L.carry(xcontent, positions, backend)
+    else:
+        new_offsets, outindex = backend.kernel("filter_missing")(xs, xt, offsets, values, valid)
+        content = L.carry_option(xcontent, outindex, backend)
+    return C.ListOffsetArray(ak.index.Index64(new_offsets), content)

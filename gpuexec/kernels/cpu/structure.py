@@ -1,0 +1,404 @@
+"""Structural kernels (numba): in-list sorting, local indices, and the pair/triplet
+building behind ``ak.combinations`` and ``ak.cartesian``.
+
+Contract (every backend implements these names and signatures). ``offsets`` is
+int64[n+1] into ``values`` and may start above 0; ``starts``/``stops`` are int64[n],
+one list each, indexing into the list content (a ``ListOffsetArray`` passes
+``offsets[:-1]``/``offsets[1:]``, a ``ListArray`` or a list gathered through an
+``IndexedArray`` passes its own, so no compaction pass is needed). Outputs for list i
+of an offsets-input start at ``offsets[i] - offsets[0]``. Dtype key ``(dtype,)`` for
+``argsort``/``sort``, ``()`` for the others:
+
+  local_index(offsets) -> int64[offsets[n] - offsets[0]]
+      position of every element within its list.
+  argsort(offsets, values, ascending) -> int64[offsets[n] - offsets[0]]
+      in-list positions that sort each list, stable (equal values keep their order in
+      both directions), NaN first in both directions (awkward's comparator:
+      ``!isnan(r) && (isnan(l) || l < r)``, ``>`` for descending).
+  sort(offsets, values, ascending) -> values.dtype[offsets[n] - offsets[0]]
+      the values in the order ``argsort`` gives (bit-identical: -0.0/0.0 keep their
+      order, NaN payloads move with their element).
+  combinations(starts, stops, n, replacement, local) -> (offsets int64[len+1], idx_0, ..., idx_{n-1})
+      n in {2, 3}: all n-tuples of positions a < b (< c) (a <= b (<= c) with
+      replacement) of each list in lexicographic order, as awkward orders them;
+      offsets start at 0; idx_k int64 content positions (starts[i] + a), or in-list
+      positions (a) when ``local`` (``ak.argcombinations``).
+  cartesian(starts_a, stops_a, starts_b, stops_b, local) -> (offsets int64[len+1], idx_a, idx_b)
+      all pairs (a, b) of list i of the first and list i of the second array, a
+      major; content positions, or in-list positions when ``local``.
+
+CPU implementation: ``combinations``/``cartesian`` make one serial count pass (sizes ->
+offsets) and one parallel fill pass. Lists of up to 16 elements are sorted by ranking
+(branch-free counting), longer ones by a stable merge sort; integers narrower than 64
+bits are sorted as int64 keys. Lists are spread over threads above
+``threads.PARALLEL_THRESHOLD`` (``prange``) and each list is processed alone, so results
+do not depend on the thread count.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numba
+import numpy as np
+
+from gpuexec.kernels.cpu.threads import use_parallel
+
+SORT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+               "float32", "float64", "bool")
+
+#: lists up to this length are sorted by ranking (counting the elements that go
+#: before each one); longer ones by a merge sort of runs insertion-sorted to this length
+SHORT_MAX = 16
+INSERTION_MAX = 16
+
+
+def _variants(py_func):
+    """(serial, parallel) numba dispatchers of one kernel body. The copies carry distinct
+    qualnames: numba's on-disk cache keys a function by qualname and bytecode, not by
+    its ``parallel`` flag, so one name for both would let one variant load the other's
+    machine code."""
+
+    def renamed(suffix):
+        fn = types.FunctionType(py_func.__code__, py_func.__globals__,
+                                f"{py_func.__name__}_{suffix}", py_func.__defaults__,
+                                py_func.__closure__)
+        fn.__qualname__ = f"{py_func.__qualname__}_{suffix}"
+        fn.__module__ = py_func.__module__
+        return fn
+
+    serial = numba.njit(cache=True, nogil=True)(renamed("serial"))
+    parallel = numba.njit(cache=True, nogil=True, parallel=True)(renamed("parallel"))
+    return serial, parallel
+
+
+def _pick(pair, work):
+    return pair[1] if use_parallel(work) else pair[0]
+
+
+# -- comparison ------------------------------------------------------------------------
+@numba.njit(cache=True, nogil=True, inline="always")
+def _before(a, b, ascending):
+    """``a`` goes strictly before ``b``: NaN before every number, then the order.
+    Branch-free (a select and bit operations): the ranking below runs it m*m times."""
+    order = (a < b) if ascending else (a > b)
+    return order | ((a != a) & (b == b))
+
+
+# -- sorting one list ------------------------------------------------------------------
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rank(values, s, m, k, ascending):
+    """Final place of element k in its sorted list (stable): the elements that go
+    before it, plus the equal ones that come earlier in the list."""
+    v = values[s + k]
+    r = 0
+    for j in range(k):
+        r += not _before(v, values[s + j], ascending)
+    for j in range(k + 1, m):
+        r += _before(values[s + j], v, ascending)
+    return r
+
+
+@numba.njit(cache=True, nogil=True)
+def _argsort_short(values, s, m, out, o, ascending):
+    # ranking by counting: m*m branch-free comparisons beat an insertion sort's
+    # mispredicted branches on the short lists of HEP events
+    for k in range(m):
+        out[o + _rank(values, s, m, k, ascending)] = k
+
+
+@numba.njit(cache=True, nogil=True)
+def _argsort_long(values, s, m, out, o, ascending):
+    # bottom-up merge sort of (key, position) pairs: contiguous keys keep the merges
+    # in cache; a tie takes the left element first (stable)
+    keys = values[s:s + m].copy()
+    pos = np.arange(m)
+    for lo in range(0, m, INSERTION_MAX):
+        hi = min(lo + INSERTION_MAX, m)
+        for k in range(lo + 1, hi):
+            v = keys[k]
+            p = pos[k]
+            j = k
+            while j > lo and _before(v, keys[j - 1], ascending):
+                keys[j] = keys[j - 1]
+                pos[j] = pos[j - 1]
+                j -= 1
+            keys[j] = v
+            pos[j] = p
+    src_k, src_p = keys, pos
+    dst_k, dst_p = np.empty_like(keys), np.empty_like(pos)
+    width = INSERTION_MAX
+    while width < m:
+        for lo in range(0, m, 2 * width):
+            mid = min(lo + width, m)
+            hi = min(lo + 2 * width, m)
+            a, b, k = lo, mid, lo
+            while a < mid and b < hi:
+                if _before(src_k[b], src_k[a], ascending):
+                    dst_k[k] = src_k[b]
+                    dst_p[k] = src_p[b]
+                    b += 1
+                else:
+                    dst_k[k] = src_k[a]
+                    dst_p[k] = src_p[a]
+                    a += 1
+                k += 1
+            while a < mid:
+                dst_k[k] = src_k[a]
+                dst_p[k] = src_p[a]
+                a += 1
+                k += 1
+            while b < hi:
+                dst_k[k] = src_k[b]
+                dst_p[k] = src_p[b]
+                b += 1
+                k += 1
+        src_k, dst_k = dst_k, src_k
+        src_p, dst_p = dst_p, src_p
+        width *= 2
+    for k in range(m):
+        out[o + k] = src_p[k]
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_short(values, s, m, out, o, ascending):
+    for k in range(m):
+        out[o + _rank(values, s, m, k, ascending)] = values[s + k]
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_long(values, s, m, out, o, ascending):
+    keys = values[s:s + m].copy()
+    for lo in range(0, m, INSERTION_MAX):
+        hi = min(lo + INSERTION_MAX, m)
+        for k in range(lo + 1, hi):
+            v = keys[k]
+            j = k
+            while j > lo and _before(v, keys[j - 1], ascending):
+                keys[j] = keys[j - 1]
+                j -= 1
+            keys[j] = v
+    src, dst = keys, np.empty_like(keys)
+    width = INSERTION_MAX
+    while width < m:
+        for lo in range(0, m, 2 * width):
+            mid = min(lo + width, m)
+            hi = min(lo + 2 * width, m)
+            a, b, k = lo, mid, lo
+            while a < mid and b < hi:
+                if _before(src[b], src[a], ascending):
+                    dst[k] = src[b]
+                    b += 1
+                else:
+                    dst[k] = src[a]
+                    a += 1
+                k += 1
+            while a < mid:
+                dst[k] = src[a]
+                a += 1
+                k += 1
+            while b < hi:
+                dst[k] = src[b]
+                b += 1
+                k += 1
+        src, dst = dst, src
+        width *= 2
+    for k in range(m):
+        out[o + k] = src[k]
+
+
+# -- bodies (``numba.prange`` is a plain range in the serial variant) ------------------
+def _argsort_body(offsets, values, ascending, out):
+    base = offsets[0]
+    for i in numba.prange(offsets.shape[0] - 1):
+        s = offsets[i]
+        m = offsets[i + 1] - s
+        if m <= SHORT_MAX:
+            _argsort_short(values, s, m, out, s - base, ascending)
+        else:
+            _argsort_long(values, s, m, out, s - base, ascending)
+
+
+def _sort_body(offsets, values, ascending, out):
+    base = offsets[0]
+    for i in numba.prange(offsets.shape[0] - 1):
+        s = offsets[i]
+        m = offsets[i + 1] - s
+        if m <= SHORT_MAX:
+            _sort_short(values, s, m, out, s - base, ascending)
+        else:
+            _sort_long(values, s, m, out, s - base, ascending)
+
+
+def _local_index_body(offsets, out):
+    base = offsets[0]
+    for i in numba.prange(offsets.shape[0] - 1):
+        s = offsets[i]
+        for k in range(offsets[i + 1] - s):
+            out[s - base + k] = k
+
+
+@numba.njit(cache=True, nogil=True)
+def _n_choose(m, n, replacement):
+    if replacement:
+        m = m + n - 1
+    if m < n:
+        return 0
+    if n == 2:
+        return m * (m - 1) // 2
+    return m * (m - 1) * (m - 2) // 6
+
+
+@numba.njit(cache=True, nogil=True)
+def _combinations_count(starts, stops, n, replacement, offsets):
+    # serial scan over lists (a small fraction of the fill's work); -1: a list with
+    # stop < start, which the API layer has already ruled out
+    offsets[0] = 0
+    acc = 0
+    for i in range(starts.shape[0]):
+        m = stops[i] - starts[i]
+        if m < 0:
+            return i
+        acc += _n_choose(m, n, replacement)
+        offsets[i + 1] = acc
+    return -1
+
+
+def _pairs_body(starts, stops, replacement, local, offsets, i0, i1):
+    for i in numba.prange(starts.shape[0]):
+        s = starts[i]
+        m = stops[i] - s
+        base = 0 if local else s
+        k = offsets[i]
+        step = 0 if replacement else 1
+        for a in range(m):
+            for b in range(a + step, m):
+                i0[k] = base + a
+                i1[k] = base + b
+                k += 1
+
+
+def _triplets_body(starts, stops, replacement, local, offsets, i0, i1, i2):
+    for i in numba.prange(starts.shape[0]):
+        s = starts[i]
+        m = stops[i] - s
+        base = 0 if local else s
+        k = offsets[i]
+        step = 0 if replacement else 1
+        for a in range(m):
+            for b in range(a + step, m):
+                for c in range(b + step, m):
+                    i0[k] = base + a
+                    i1[k] = base + b
+                    i2[k] = base + c
+                    k += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _cartesian_count(starts_a, stops_a, starts_b, stops_b, offsets):
+    offsets[0] = 0
+    acc = 0
+    for i in range(starts_a.shape[0]):
+        ma = stops_a[i] - starts_a[i]
+        mb = stops_b[i] - starts_b[i]
+        if ma < 0 or mb < 0:
+            return i
+        acc += ma * mb
+        offsets[i + 1] = acc
+    return -1
+
+
+def _cartesian_body(starts_a, stops_a, starts_b, stops_b, local, offsets, ia, ib):
+    for i in numba.prange(starts_a.shape[0]):
+        sa = starts_a[i]
+        sb = starts_b[i]
+        ma = stops_a[i] - sa
+        mb = stops_b[i] - sb
+        base_a = 0 if local else sa
+        base_b = 0 if local else sb
+        k = offsets[i]
+        for a in range(ma):
+            for b in range(mb):
+                ia[k] = base_a + a
+                ib[k] = base_b + b
+                k += 1
+
+
+_argsort = _variants(_argsort_body)
+_sort = _variants(_sort_body)
+_local_index = _variants(_local_index_body)
+_pairs = _variants(_pairs_body)
+_triplets = _variants(_triplets_body)
+_cartesian = _variants(_cartesian_body)
+
+
+# -- the contract ------------------------------------------------------------------------
+def local_index(offsets):
+    out = np.empty(int(offsets[-1] - offsets[0]), dtype=np.int64)
+    _pick(_local_index, out.shape[0])(offsets, out)
+    return out
+
+
+def _keys(values):
+    """The values as one of the four key types the sorting kernels are compiled for:
+    narrower integers (and bool) widen to int64, which keeps their order exactly and
+    spares six compilations per kernel."""
+    if values.dtype.kind in "iub" and values.dtype.itemsize < 8:
+        return values.astype(np.int64)
+    return values
+
+
+def argsort(offsets, values, ascending):
+    out = np.empty(int(offsets[-1] - offsets[0]), dtype=np.int64)
+    _pick(_argsort, out.shape[0])(offsets, _keys(values), bool(ascending), out)
+    return out
+
+
+def sort(offsets, values, ascending):
+    keys = _keys(values)
+    out = np.empty(int(offsets[-1] - offsets[0]), dtype=keys.dtype)
+    _pick(_sort, out.shape[0])(offsets, keys, bool(ascending), out)
+    return out if keys is values else out.astype(values.dtype)
+
+
+def _bad_list(i, what):
+    raise ValueError(f"{what}: list {i} has stop < start")
+
+
+def combinations(starts, stops, n, replacement, local):
+    if n not in (2, 3):
+        raise ValueError(f"combinations kernel builds pairs and triplets (n=2, 3), not n={n}")
+    replacement, local = bool(replacement), bool(local)
+    offsets = np.empty(starts.shape[0] + 1, dtype=np.int64)
+    bad = _combinations_count(starts, stops, n, replacement, offsets)
+    if bad >= 0:
+        _bad_list(bad, "combinations: starts/stops")
+    total = int(offsets[-1])
+    idx = [np.empty(total, dtype=np.int64) for _ in range(n)]
+    fill = _pick(_pairs if n == 2 else _triplets, total)
+    fill(starts, stops, replacement, local, offsets, *idx)
+    return (offsets, *idx)
+
+
+def cartesian(starts_a, stops_a, starts_b, stops_b, local):
+    if starts_a.shape[0] != starts_b.shape[0]:
+        raise ValueError(f"cartesian: starts_a has {starts_a.shape[0]} lists, "
+                         f"starts_b {starts_b.shape[0]}")
+    offsets = np.empty(starts_a.shape[0] + 1, dtype=np.int64)
+    bad = _cartesian_count(starts_a, stops_a, starts_b, stops_b, offsets)
+    if bad >= 0:
+        _bad_list(bad, "cartesian: starts/stops")
+    total = int(offsets[-1])
+    ia = np.empty(total, dtype=np.int64)
+    ib = np.empty(total, dtype=np.int64)
+    _pick(_cartesian, total)(starts_a, stops_a, starts_b, stops_b, bool(local), offsets, ia, ib)
+    return offsets, ia, ib
+
+
+def register(backend) -> None:
+    for dt in SORT_DTYPES:
+        backend.register("argsort", (dt,), argsort)
+        backend.register("sort", (dt,), sort)
+    backend.register("local_index", (), local_index)
+    backend.register("combinations", (), combinations)
+    backend.register("cartesian", (), cartesian)
