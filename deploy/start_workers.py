@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Start gpuexec's Dask workers for one Slurm task: one GPU worker pinned to the task's
+GPU (GCD) on the first ``--gpu-threads`` cores of the task, and CPU workers on the rest.
+
+The job scripts run this once per GPU (``srun --ntasks-per-node=<GPUs per node>``), so
+that Slurm's CPU binding gives each task the cores closest to its GPU:
+
+    python deploy/start_workers.py --scheduler-file "$SCHEDULER_FILE" --gpu-threads 2
+
+- the task's cores are its CPU affinity (what ``--cpus-per-task``/``--cpu-bind`` gave);
+- its GPU is what ``gpuexec.scheduler.devices.discover()`` sees: one device when Slurm
+  bound one (``--gpus-per-task=1``), else device ``SLURM_LOCALID`` of those visible (the
+  LUMI way: every task sees all eight GCDs and picks its own);
+- the GPU worker gets the device's pinning variables (``ROCR_VISIBLE_DEVICES`` +
+  ``HIP_VISIBLE_DEVICES`` on AMD, ``CUDA_VISIBLE_DEVICES`` on NVIDIA), declares
+  ``GPU=1`` and runs ``--gpu-threads`` threads; CPU workers declare ``CPU=<threads>``;
+- every worker process is bound (``sched_setaffinity``) to its own cores, and its numba
+  thread count equals its Dask threads.
+
+``--dry-run`` prints the plan (cores, device, environment, commands) as JSON and starts
+nothing. SIGTERM/SIGINT are passed on to the workers; the exit status is the first
+non-zero one of the workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run from a checkout without `pip install`
+    sys.path.insert(0, str(ROOT))
+
+from gpuexec.scheduler import devices  # noqa: E402
+
+
+def default_local_directory() -> str:
+    bb = f"/mnt/bb/{os.environ.get('USER', '')}"  # Frontier's node-local NVMe (-C nvme)
+    if os.environ.get("USER") and os.path.isdir(bb) and os.access(bb, os.W_OK):
+        return os.path.join(bb, "dask-worker-space")
+    return os.path.join(os.environ.get("TMPDIR", "/tmp"), "dask-worker-space")
+
+
+def memory_share(cores: int) -> int:
+    """Bytes for a worker on ``cores`` cores: the node's memory shared by core count."""
+    import psutil
+
+    total = psutil.virtual_memory().total
+    node_cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    return int(total * min(1.0, cores / node_cores))
+
+
+def worker_command(args, name: str, threads: int, resources: str, cores: int) -> list[str]:
+    cmd = [sys.executable, "-m", "dask", "worker",
+           "--scheduler-file", args.scheduler_file,
+           "--name", name, "--nthreads", str(threads), "--nworkers", "1",
+           "--resources", resources,
+           "--memory-limit", args.memory_limit or str(memory_share(cores)),
+           "--local-directory", args.local_directory,
+           "--death-timeout", str(args.death_timeout),
+           "--no-dashboard"]
+    if args.interface:
+        cmd += ["--interface", args.interface]
+    return cmd
+
+
+def choose_device(found: list, localid: int):
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    return found[localid % len(found)]
+
+
+def plan(args, env=None, cores=None, found=None) -> dict:
+    env = dict(os.environ if env is None else env)
+    cores = sorted(devices.available_cores() if cores is None else cores)
+    localid = int(env.get("SLURM_LOCALID", "0"))
+    host = socket.gethostname().split(".")[0]
+    device = None if args.no_gpu_worker else choose_device(
+        devices.discover(env) if found is None else found, localid)
+    split = devices.split_cores(1 if device else 0, cores, helper_threads=args.gpu_threads,
+                                cpu_threads=args.cpu_threads,
+                                cpu_workers=0 if args.no_cpu_workers else None)
+    workers = []
+    if device is not None:
+        gcores = list(split.gpu_cores[0])
+        threads = len(gcores)
+        wenv = {"NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+        wenv.update(device.pin_env(env))
+        workers.append({"kind": "gpu", "name": f"gpu-{host}-{localid}", "cores": gcores,
+                        "device": device.describe(), "env": wenv,
+                        "cmd": worker_command(args, f"gpu-{host}-{localid}", threads, "GPU=1",
+                                              threads)})
+    rest = list(split.cpu_cores)
+    t = split.cpu_threads
+    for i in range(split.cpu_workers):
+        wcores = rest[i * t:(i + 1) * t] or rest  # explicit --cpu-workers may oversubscribe
+        wenv = {"NUMBA_NUM_THREADS": str(t), "OMP_NUM_THREADS": str(t)}
+        if device is not None and device.vendor == devices.NVIDIA:
+            wenv["CUDA_VISIBLE_DEVICES"] = ""  # CPU workers never open a CUDA context
+        name = f"cpu-{host}-{localid}-{i}"
+        workers.append({"kind": "cpu", "name": name, "cores": wcores, "env": wenv,
+                        "cmd": worker_command(args, name, t, f"CPU={t}", len(wcores))})
+    return {"host": host, "slurm_localid": localid, "cores": cores,
+            "device": device.describe() if device else None,
+            "split": split.describe(), "workers": workers}
+
+
+def launch(the_plan: dict) -> int:
+    children = []
+    for w in the_plan["workers"]:
+        env = dict(os.environ, **w["env"])
+        cores = set(w["cores"])
+        children.append(subprocess.Popen(
+            w["cmd"], env=env, preexec_fn=lambda cores=cores: os.sched_setaffinity(0, cores)))
+        print(f"start_workers: {w['name']} on cores {w['cores']}"
+              + (f", {w['device']}" if w.get("device") else ""), flush=True)
+
+    def forward(signum, frame):
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    status = 0
+    for child in children:
+        rc = child.wait()
+        status = status or rc
+    return status
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scheduler-file", required=True)
+    parser.add_argument("--gpu-threads", type=int, default=2,
+                        help="cores/threads of the GPU worker (reading and decompression "
+                             "overlap the GPU); default %(default)s")
+    parser.add_argument("--cpu-threads", type=int, default=1,
+                        help="threads per CPU worker (default %(default)s)")
+    parser.add_argument("--no-cpu-workers", action="store_true",
+                        help="GPU worker only (e.g. for a GPU scaling series)")
+    parser.add_argument("--no-gpu-worker", action="store_true", help="CPU workers only")
+    parser.add_argument("--memory-limit", default=None,
+                        help="per worker (default: the node's memory shared by cores)")
+    parser.add_argument("--local-directory", default=default_local_directory())
+    parser.add_argument("--interface", default=None,
+                        help="network interface of the workers (e.g. hsn0 on Slingshot)")
+    parser.add_argument("--death-timeout", type=int, default=120,
+                        help="seconds a worker waits for the scheduler before exiting")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan as JSON")
+    args = parser.parse_args(argv)
+    if args.gpu_threads < 1 or args.cpu_threads < 1:
+        parser.error("--gpu-threads and --cpu-threads must be >= 1")
+    the_plan = plan(args)
+    if args.dry_run:
+        print(json.dumps(the_plan, indent=1))
+        return 0
+    if not the_plan["workers"]:
+        print("start_workers: nothing to start (no GPU and no CPU workers)", file=sys.stderr)
+        return 1
+    if the_plan["device"] is None and not args.no_gpu_worker:
+        print(f"start_workers: no GPU visible to Slurm task {the_plan['slurm_localid']} on "
+              f"{the_plan['host']}: CPU workers only", flush=True)
+    return launch(the_plan)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,774 @@
+"""Where each chunk runs: the size- and load-aware placement policy (pure Python, no Dask).
+
+A chunk goes to a GPU pool when its size is at or above the GPU crossover (events per
+chunk where the GPU pool's predicted time drops to the CPU pool's) *and* the GPU pool's
+predicted finish time is earlier than the CPU pool's; otherwise to the CPU pool. When
+chunks are assigned as others complete (``assign(..., backlog_events=...)``, windowed
+submission), a pool with a slot idle now takes the chunk if it finishes it before the
+predicted end of all remaining work, so that the fastest pool's short queue does not
+leave the other pool idle.
+
+Each pool is modelled by its slots (chunks it runs at once: workers x tasks per worker),
+a cost model ``seconds = fixed + events / throughput`` per slot, and a queue (per slot,
+the predicted time it becomes free). The cost models are seeded from the kernel-engine
+calibration (``gpuexec.scheduler.calibration``) and refined online from what each pool
+actually achieves (``observe``):
+
+- a per-pool *scale*: the exponentially weighted geometric mean of observed seconds over
+  the calibrated prediction. The calibration times a bundle of kernel calls, not the
+  user's processor, so absolute times differ by a factor common to both pools; a pool
+  without observations of its own uses the scale learned from all pools, so that an
+  unmeasured pool is not mistaken for a fast one.
+- the *shape* (fixed cost versus per-event cost): an exponentially weighted least-squares
+  fit of the observed (events, seconds) points, with the scaled calibration as a weak
+  prior (two pseudo-observations), so equal-sized chunks (which carry no shape
+  information) keep the calibrated shape and chunks of several sizes (merged GPU tasks,
+  the last chunk of a file) correct it.
+
+Every decision is recorded (``decisions()`` returns plain dicts for JSON and the run
+report) with the predicted and, once observed, the actual seconds.
+
+``merge_for_gpu`` merges adjacent chunks of one file into larger GPU tasks (coffea's
+``Runner`` cuts equal chunks): place the chunks first, merge those placed on a GPU pool,
+``mark_merged`` each merged group and ``observe`` it with the ids of its parts.
+``simulate`` replays a placement on modelled pools to compare its makespan with all-CPU
+and all-GPU placement.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+CPU = "cpu"
+GPU = "gpu"
+KINDS = (CPU, GPU)
+_TINY = 1e-12  # seconds: guards ratios for an empty chunk with no fixed cost
+
+
+# ----------------------------------------------------------------------------- chunks
+@dataclass(frozen=True)
+class Chunk:
+    """One unit of work: entries ``[start, stop)`` of ``tree`` in ``file``."""
+
+    id: int
+    file: str = ""
+    start: int = 0
+    stop: int = 0
+    tree: str | None = None
+    dataset: str | None = None
+
+    def __post_init__(self):
+        if self.stop < self.start:
+            raise ValueError(f"chunk {self.id}: entrystop {self.stop} < entrystart {self.start}")
+
+    @property
+    def events(self) -> int:
+        return self.stop - self.start
+
+    @classmethod
+    def of(cls, item, id: int) -> "Chunk":
+        """The chunk of a coffea ``WorkItem`` (or anything with filename, entrystart,
+        entrystop; a plain int is a chunk of that many events)."""
+        if isinstance(item, Chunk):
+            return replace(item, id=id)
+        if isinstance(item, int):
+            return cls(id, "", 0, item)
+        return cls(id, str(getattr(item, "filename", "")), int(item.entrystart),
+                   int(item.entrystop), getattr(item, "treename", None),
+                   getattr(item, "dataset", None))
+
+    def label(self) -> str:
+        return f"{self.file}[{self.start}:{self.stop}]"
+
+
+# ------------------------------------------------------------------------- cost model
+class CostModel:
+    """Seconds one slot of a pool takes for a chunk: ``fixed + events / throughput``.
+
+    Seeded with the calibrated ``fixed`` (s) and ``throughput`` (events/s) and refined by
+    ``observe(events, seconds)`` (see the module docstring). ``halflife``: observations
+    after which an old one counts half; ``prior_weight``: how many observations the
+    calibrated shape is worth; ``ref_events``: the chunk size around which the prior's
+    shape is anchored (the pseudo-observations sit at half and twice this size)."""
+
+    def __init__(self, fixed: float, throughput: float, *, halflife: float = 3.0,
+                 prior_weight: float = 1.0, ref_events: float = 100_000):
+        if not (fixed >= 0 and math.isfinite(fixed)):
+            raise ValueError(f"fixed cost must be finite and >= 0 s, got {fixed}")
+        if not (throughput > 0):
+            raise ValueError(f"throughput must be > 0 events/s, got {throughput}")
+        if halflife <= 0 or prior_weight <= 0 or ref_events <= 0:
+            raise ValueError("halflife, prior_weight and ref_events must be > 0")
+        self.seed_fixed = float(fixed)
+        self.seed_throughput = float(throughput)
+        self.decay = 0.5 ** (1.0 / halflife)
+        self.prior_weight = float(prior_weight)
+        self.ref = float(ref_events)
+        self.observations = 0
+        self._log_scale: float | None = None  # EW mean of log(observed / seed prediction)
+        # EW normal equations of the fit in normalised coordinates (see _features)
+        self._m = [0.0, 0.0, 0.0]  # [s00, s01, s11]
+        self._v = [0.0, 0.0]
+
+    # the calibrated prediction, before any scale
+    def seed_seconds(self, events: float) -> float:
+        return self.seed_fixed + events / self.seed_throughput
+
+    def _features(self, events: float) -> tuple[float, float]:
+        # fit y / seed(n) = A * c0 / seed(n) + B * c0 * (n / ref) / seed(n): both features
+        # are O(1) near the reference size, and residuals are relative to the seed shape
+        c0 = self.seed_seconds(self.ref)
+        base = max(self.seed_seconds(events), _TINY)
+        return c0 / base, c0 * (events / self.ref) / base
+
+    def observe(self, events: float, seconds: float) -> None:
+        if not (seconds > 0 and math.isfinite(seconds)):
+            return  # a failed or unmeasured task says nothing about speed
+        events = max(0.0, float(events))
+        ratio = math.log(seconds / max(self.seed_seconds(events), _TINY))
+        alpha = 1.0 - self.decay
+        self._log_scale = ratio if self._log_scale is None else (
+            (1 - alpha) * self._log_scale + alpha * ratio)
+        f0, f1 = self._features(events)
+        target = seconds / max(self.seed_seconds(events), _TINY)
+        d = self.decay
+        self._m = [d * self._m[0] + f0 * f0, d * self._m[1] + f0 * f1, d * self._m[2] + f1 * f1]
+        self._v = [d * self._v[0] + f0 * target, d * self._v[1] + f1 * target]
+        self.observations += 1
+
+    @property
+    def own_scale(self) -> float | None:
+        """Observed over calibrated seconds (EW geometric mean); None before observations."""
+        return None if self._log_scale is None else math.exp(self._log_scale)
+
+    def params(self, scale: float | None = None) -> tuple[float, float]:
+        """(fixed seconds, seconds per event) of the current fit. ``scale``: the factor
+        applied to the calibrated prior when this pool has no observations of its own."""
+        s = self.own_scale if self.own_scale is not None else (1.0 if scale is None else scale)
+        c0 = self.seed_seconds(self.ref)
+        # prior: the scaled seed at half and twice the reference size
+        m, v = list(self._m), list(self._v)
+        for events in (0.5 * self.ref, 2.0 * self.ref):
+            f0, f1 = self._features(events)
+            w = self.prior_weight / 2
+            m[0] += w * f0 * f0
+            m[1] += w * f0 * f1
+            m[2] += w * f1 * f1
+            v[0] += w * f0 * s
+            v[1] += w * f1 * s
+        det = m[0] * m[2] - m[1] * m[1]
+        if det > 1e-12 * max(m[0] * m[2], 1e-300):
+            a = (v[0] * m[2] - v[1] * m[1]) / det
+            b = (m[0] * v[1] - m[1] * v[0]) / det
+        else:
+            a = b = -1.0  # degenerate: fall through to the scaled seed
+        fixed, per_event = a * c0, b * c0 / self.ref
+        if per_event <= 0 or not math.isfinite(per_event):  # no sensible slope: scaled seed
+            return s * self.seed_fixed, s / self.seed_throughput
+        if fixed < 0:  # the data want a negative fixed cost: through the origin instead
+            per_event = (v[1] / m[2]) * c0 / self.ref
+            fixed = 0.0
+        return fixed, per_event
+
+    def seconds(self, events: float, scale: float | None = None) -> float:
+        fixed, per_event = self.params(scale)
+        return fixed + max(0.0, events) * per_event
+
+    def describe(self, scale: float | None = None) -> dict:
+        fixed, per_event = self.params(scale)
+        return {"fixed_s": fixed, "throughput_events_per_s": 1.0 / per_event,
+                "seed_fixed_s": self.seed_fixed, "seed_throughput_events_per_s": self.seed_throughput,
+                "scale": self.own_scale, "observations": self.observations}
+
+
+def crossover_events(gpu: tuple[float, float], cpu: tuple[float, float]) -> float:
+    """Smallest chunk size (events) from which the GPU cost ``(fixed, per_event)`` is at
+    most the CPU cost; ``math.inf`` when the GPU never catches up."""
+    (fg, cg), (fc, cc) = gpu, cpu
+    if cg < cc:
+        return max(0.0, (fg - fc) / (cc - cg))
+    if cg == cc and fg <= fc:
+        return 0.0
+    return math.inf
+
+
+# ---------------------------------------------------------------------------- pools
+@dataclass
+class Pool:
+    """A worker pool as the policy sees it: ``slots`` chunks at once, each costing
+    ``model.seconds(events)``."""
+
+    name: str
+    kind: str  # "cpu" or "gpu"
+    slots: int
+    model: CostModel
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"pool {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.slots < 1:
+            raise ValueError(f"pool {self.name!r}: slots must be >= 1, got {self.slots}")
+
+
+def pool_kind(pool) -> str:
+    """"gpu" for a ``WorkerPool``-like object whose tasks request a GPU (or named "gpu"),
+    else "cpu" (a GPU pool run on the CPU backend is still a GPU pool)."""
+    requests = dict(getattr(pool, "task_resources", ()) or ())
+    declares = dict(getattr(pool, "resources", ()) or ())
+    if "GPU" in requests or "GPU" in declares or getattr(pool, "name", "") == GPU:
+        return GPU
+    return CPU
+
+
+def pool_slots(pool) -> int:
+    """Chunks a ``WorkerPool``-like pool runs at once: workers x how many of its tasks'
+    resource requests each worker's resources hold (at least one per worker)."""
+    requests = dict(getattr(pool, "task_resources", ()) or ())
+    declares = dict(getattr(pool, "resources", ()) or ())
+    per_worker = getattr(pool, "threads", 1)
+    for name, need in requests.items():
+        if need > 0 and name in declares:
+            per_worker = min(per_worker, int(declares[name] // need))
+    return max(1, int(pool.workers) * max(1, per_worker))
+
+
+# --------------------------------------------------------------------------- records
+@dataclass
+class Decision:
+    """Where one chunk went and why; ``actual_seconds`` is filled in by ``observe``."""
+
+    chunk: int
+    file: str
+    dataset: str | None
+    tree: str | None
+    entrystart: int
+    entrystop: int
+    events: int
+    pool: str
+    reason: str
+    predicted_seconds: float
+    predicted_start: float
+    predicted_finish: float
+    crossover: float | None  # events; None = infinite (no GPU pool can win)
+    slot: int = 0
+    task: int | None = None  # merged GPU task this chunk belongs to
+    actual_seconds: float | None = None
+    finished_at: float | None = None
+    retried_from: str | None = None  # pool of a failed first attempt
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Slot:
+    """One slot's queue: its chunks not yet observed, in order (the first is running
+    since ``anchor``: the slot's last completion, or when it got work while idle)."""
+
+    anchor: float = 0.0
+    outstanding: dict = field(default_factory=dict)  # chunk id -> predicted seconds
+
+    def free_at(self, now: float) -> float:
+        if not self.outstanding:
+            return max(now, self.anchor)
+        queued = iter(self.outstanding.values())
+        running = next(queued)
+        # a running chunk past its predicted end is still running: it ends at the earliest now
+        return max(now, self.anchor + running) + sum(queued)
+
+    def add(self, chunk_id: int, seconds: float, now: float) -> None:
+        if not self.outstanding:
+            self.anchor = max(self.anchor, now)
+        self.outstanding[chunk_id] = seconds
+
+
+# --------------------------------------------------------------------------- policy
+class Placement:
+    """The placement policy over ``pools`` (``Pool`` objects, at least one).
+
+    ``assign(chunk)`` picks a pool and records the decision; ``observe(chunk_ids,
+    seconds)`` feeds back an actual time (a list of ids for a merged task).
+    ``crossover``: a fixed crossover in events (overrides the models'); ``probe``: give
+    each pool its first ``probe`` chunks regardless of the models, so that every pool is
+    measured early (useful when the calibration does not describe a pool, e.g. a GPU pool
+    running on the CPU backend); ``explore``: once actual times are being observed, send
+    the next eligible chunk to a pool that has none measured and none queued (an
+    unmeasured pool is predicted with the scale measured on the others, which hides a
+    pool that alone is slow or fast); ``clock``: seconds since the run started (default:
+    a monotonic clock started now), used when ``now`` is not passed."""
+
+    def __init__(self, pools: Iterable[Pool], *, crossover: float | None = None,
+                 probe: int = 0, explore: bool = True,
+                 clock: Callable[[], float] | None = None):
+        self.pools = {p.name: p for p in pools}
+        if not self.pools:
+            raise ValueError("placement needs at least one pool")
+        self.fixed_crossover = crossover
+        self.probe = int(probe)
+        self.explore = bool(explore)
+        if clock is None:
+            start = time.monotonic()
+            clock = lambda: time.monotonic() - start  # noqa: E731
+        self.clock = clock
+        self._slots = {name: [_Slot() for _ in range(p.slots)] for name, p in self.pools.items()}
+        self._records: dict[int, Decision] = {}
+        self._assigned = {name: 0 for name in self.pools}
+        self._log_scale: float | None = None  # EW over all pools' observations
+        self._next_task = 0
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_pools(cls, worker_pools: Iterable, calibration=None, **kwargs) -> "Placement":
+        """A policy for ``gpuexec.scheduler.cluster.WorkerPool``-like pools (name,
+        workers, threads, resources, task_resources, backend), seeded from a
+        ``Calibration`` (``calibration.seed(backend)`` gives fixed seconds and events/s
+        per slot; None: the same neutral seed for every pool, ``calibration.NEUTRAL_SEED``,
+        so that load decides until times are observed)."""
+        from gpuexec.scheduler import calibration as cal
+
+        pools = []
+        for wp in worker_pools:
+            if getattr(wp, "workers", 0) < 1:
+                continue
+            kind = pool_kind(wp)
+            backend = getattr(wp, "backend", CPU)
+            fixed, throughput = cal.seed_for(calibration, backend)
+            pools.append(Pool(wp.name, kind, pool_slots(wp), CostModel(fixed, throughput)))
+        return cls(pools, **kwargs)
+
+    # -------------------------------------------------------------------- models
+    @property
+    def global_scale(self) -> float | None:
+        return None if self._log_scale is None else math.exp(self._log_scale)
+
+    def predict(self, pool: str, events: float) -> float:
+        """Predicted seconds of a chunk of ``events`` on one slot of ``pool``."""
+        return self.pools[pool].model.seconds(events, self.global_scale)
+
+    def _params(self, pool: str) -> tuple[float, float]:
+        return self.pools[pool].model.params(self.global_scale)
+
+    def crossover(self, gpu_pool: str | None = None) -> float:
+        """Events per chunk from which ``gpu_pool`` (default: the first GPU pool) is
+        predicted no slower than the fastest CPU pool; ``inf`` without a GPU pool, 0
+        without a CPU pool."""
+        if self.fixed_crossover is not None:
+            return float(self.fixed_crossover)
+        gpus = [n for n, p in self.pools.items() if p.kind == GPU]
+        cpus = [n for n, p in self.pools.items() if p.kind == CPU]
+        if gpu_pool is None:
+            if not gpus:
+                return math.inf
+            gpu_pool = gpus[0]
+        if not cpus:
+            return 0.0
+        g = self._params(gpu_pool)
+        return min(crossover_events(g, self._params(c)) for c in cpus)
+
+    # ------------------------------------------------------------------ decisions
+    def _now(self, now: float | None) -> float:
+        return self.clock() if now is None else float(now)
+
+    def _best_slot(self, pool: str, now: float) -> tuple[int, float]:
+        slots = self._slots[pool]
+        index = min(range(len(slots)), key=lambda i: slots[i].free_at(now))
+        return index, slots[index].free_at(now)
+
+    def _finish(self, pool: str, events: int, now: float) -> tuple[float, float, float, int]:
+        """(finish, start, seconds, slot) if the chunk went to ``pool`` now."""
+        slot, start = self._best_slot(pool, now)
+        seconds = self.predict(pool, events)
+        return start + seconds, start, seconds, slot
+
+    def _fluid_end(self, work_events: float, pools: list[str], now: float,
+                   chunk_events: float) -> float:
+        """When ``pools`` would finish ``work_events`` more events if the work were
+        spread perfectly over their slots from the time each slot becomes free."""
+        slots = []
+        for name in pools:
+            fixed, per_event = self._params(name)
+            rate = 1.0 / (per_event + fixed / max(chunk_events, 1.0))  # events/s per slot
+            slots += [(s.free_at(now), rate) for s in self._slots[name]]
+        slots.sort()
+        t, rate, left = slots[0][0], 0.0, float(work_events)
+        for free, r in slots:
+            if rate > 0 and rate * (free - t) >= left:
+                break
+            left -= rate * (free - t)
+            t, rate = free, rate + r
+        return t + left / rate
+
+    def choose(self, chunk: Chunk, now: float | None = None,
+               backlog_events: int = 0) -> tuple[str, str]:
+        """(pool, reason) for ``chunk`` without recording it; see ``assign``."""
+        now = self._now(now)
+        names = list(self.pools)
+        if len(names) == 1:
+            return names[0], "only pool"
+        if self.probe > 0:
+            for name in names:
+                if self._assigned[name] < self.probe:
+                    return name, "probe"
+        events = chunk.events
+        cpus = [n for n in names if self.pools[n].kind == CPU]
+        gpus = [n for n in names if self.pools[n].kind == GPU]
+        eligible = [g for g in gpus if events >= self.crossover(g)]
+        if not cpus:
+            candidates, why = gpus, "no CPU pool"
+        elif not gpus:
+            candidates, why = cpus, "no GPU pool"
+        elif not eligible:
+            candidates, why = cpus, "below crossover"
+        else:
+            candidates, why = cpus + eligible, None
+        if self.explore and self._log_scale is not None:
+            # measurements are coming in: a pool never measured and with nothing queued
+            # gets this chunk, since its prediction is only the other pools' scale
+            for name in candidates:
+                if (self.pools[name].model.observations == 0
+                        and not any(s.outstanding for s in self._slots[name])):
+                    return name, "probe: not measured yet"
+        plan = {n: self._finish(n, events, now) for n in candidates}  # (finish, start, s, slot)
+        if backlog_events > 0 and len(candidates) > 1:
+            # more chunks will follow: a slot idle now takes this one if it finishes it
+            # before the whole run is predicted to end (else windowed submission would
+            # keep feeding the fastest pool and leave the others idle)
+            end = self._fluid_end(backlog_events + events, candidates, now, events)
+            idle = [n for n in candidates if plan[n][1] <= now and plan[n][0] <= end]
+            if idle:
+                best = min(idle, key=lambda n: plan[n][0])
+                return best, (why or "above crossover") + ", idle slot finishing before the predicted end"
+        best = min(candidates, key=lambda n: plan[n][0])
+        if why is not None:
+            return best, why
+        if self.pools[best].kind == GPU:
+            return best, "above crossover, earlier finish"
+        return best, "above crossover, CPU pool finishes earlier"
+
+    def assign(self, chunk, now: float | None = None, backlog_events: int = 0) -> str:
+        """The pool for ``chunk`` (a ``Chunk``; a WorkItem-like is numbered by the
+        order of assignment); the decision is recorded and the pool's queue updated.
+        ``backlog_events``: events of the chunks still to be assigned after this one,
+        when chunks are assigned as others complete (0 when all are assigned at once)."""
+        if not isinstance(chunk, Chunk):
+            chunk = Chunk.of(chunk, len(self._records))
+        if chunk.id in self._records:
+            raise ValueError(f"chunk {chunk.id} was already assigned "
+                             f"(to {self._records[chunk.id].pool})")
+        now = self._now(now)
+        pool, reason = self.choose(chunk, now, backlog_events)
+        self._enqueue(chunk, pool, reason, now)
+        return pool
+
+    def _enqueue(self, chunk: Chunk, pool: str, reason: str, now: float,
+                 retried_from: str | None = None) -> Decision:
+        finish, start, seconds, slot = self._finish(pool, chunk.events, now)
+        cross = self.crossover()
+        record = Decision(chunk.id, chunk.file, chunk.dataset, chunk.tree, chunk.start,
+                          chunk.stop, chunk.events, pool, reason, seconds, start, finish,
+                          None if math.isinf(cross) else cross, slot,
+                          retried_from=retried_from)
+        self._slots[pool][slot].add(chunk.id, seconds, now)
+        self._records[chunk.id] = record
+        self._assigned[pool] += 1
+        return record
+
+    def place(self, chunks: Sequence, now: float | None = None) -> list[str]:
+        """The pool of each chunk (``Chunk`` or WorkItem-like, numbered by position when
+        not a ``Chunk``), assigned in order."""
+        now = self._now(now)
+        out = []
+        for i, item in enumerate(chunks):
+            out.append(self.assign(item if isinstance(item, Chunk) else Chunk.of(item, i), now))
+        return out
+
+    def retry(self, chunk_id: int, pool: str, now: float | None = None,
+              reason: str = "retry after failure") -> None:
+        """Record that ``chunk_id`` is re-run on ``pool`` (e.g. on a CPU worker after
+        it failed on a GPU); its first attempt is dropped from the queue model."""
+        old = self._records.pop(chunk_id)
+        self._slots[old.pool][old.slot].outstanding.pop(chunk_id, None)
+        chunk = Chunk(chunk_id, old.file, old.entrystart, old.entrystop, old.tree, old.dataset)
+        self._enqueue(chunk, pool, reason, self._now(now), retried_from=old.pool).task = old.task
+
+    def mark_merged(self, chunk_ids: Sequence[int]) -> int:
+        """Record that ``chunk_ids`` run as one task (see ``merge_for_gpu``); returns the
+        task number written into their decisions."""
+        task = self._next_task
+        self._next_task += 1
+        for cid in chunk_ids:
+            self._records[cid].task = task
+        return task
+
+    # ---------------------------------------------------------------- feedback
+    def observe(self, chunk_ids, seconds: float, now: float | None = None) -> None:
+        """A task of ``chunk_ids`` (one id, or the ids of a merged task) took
+        ``seconds``; refines its pool's cost model and queue."""
+        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        records = [self._records[i] for i in ids]
+        pools = {r.pool for r in records}
+        if len(pools) != 1:
+            raise ValueError(f"chunks {ids} were assigned to different pools {sorted(pools)}")
+        pool = pools.pop()
+        now = self._now(now)
+        events = sum(r.events for r in records)
+        for r in records:
+            r.actual_seconds = seconds * (r.events / events if events else 1 / len(records))
+            r.finished_at = now
+            slot = self._slots[pool][r.slot]
+            slot.outstanding.pop(r.chunk, None)
+            slot.anchor = max(slot.anchor, now)
+        model = self.pools[pool].model
+        model.observe(events, seconds)
+        if seconds > 0 and math.isfinite(seconds):
+            ratio = math.log(seconds / max(model.seed_seconds(events), _TINY))
+            alpha = 1.0 - model.decay
+            self._log_scale = ratio if self._log_scale is None else (
+                (1 - alpha) * self._log_scale + alpha * ratio)
+
+    # ------------------------------------------------------------------ records
+    def decisions(self) -> list[dict]:
+        """Every decision as a plain dict, in chunk order."""
+        return [self._records[k].as_dict() for k in sorted(self._records)]
+
+    def summary(self) -> dict:
+        """Per pool: chunks, events, predicted and actual seconds, the current model; and
+        the current crossover (None when infinite)."""
+        pools = {}
+        for name, p in self.pools.items():
+            recs = [r for r in self._records.values() if r.pool == name]
+            done = [r.actual_seconds for r in recs if r.actual_seconds is not None]
+            pools[name] = {
+                "kind": p.kind, "slots": p.slots, "chunks": len(recs),
+                "events": sum(r.events for r in recs),
+                "predicted_seconds": sum(r.predicted_seconds for r in recs),
+                "actual_seconds": sum(done) if done else None,
+                "model": p.model.describe(self.global_scale),
+            }
+        cross = self.crossover()
+        return {"pools": pools, "crossover": None if math.isinf(cross) else cross}
+
+
+# --------------------------------------------------------------------------- merging
+@dataclass(frozen=True)
+class Merge:
+    """Items ``parts`` (indices into the input) merged into one task."""
+
+    parts: tuple[int, ...]
+    filename: str
+    treename: str | None
+    entrystart: int
+    entrystop: int
+
+    @property
+    def events(self) -> int:
+        return self.entrystop - self.entrystart
+
+    def describe(self) -> str:
+        return (f"merged {len(self.parts)} chunks of {self.filename} (tree {self.treename!r}) "
+                f"into one GPU task, entries [{self.entrystart}, {self.entrystop})")
+
+    def as_dict(self) -> dict:
+        return {"parts": list(self.parts), "filename": self.filename, "treename": self.treename,
+                "entrystart": self.entrystart, "entrystop": self.entrystop, "events": self.events}
+
+
+@dataclass
+class MergeResult:
+    """``items``: the tasks (merged or not); ``parts[i]``: indices of the input items in
+    task i; ``merges``: the tasks that merged more than one item."""
+
+    items: list
+    parts: list[tuple[int, ...]]
+    merges: list[Merge]
+
+    def describe(self) -> list[str]:
+        return [m.describe() for m in self.merges]
+
+
+def _file_key(item) -> tuple:
+    """(dataset, file, tree, uuid): items merge only when all four agree."""
+    if isinstance(item, Chunk):
+        return (item.dataset, item.file, item.tree, None)
+    return (getattr(item, "dataset", None), str(getattr(item, "filename", "")),
+            getattr(item, "treename", None), getattr(item, "fileuuid", None))
+
+
+def _with_range(item, start: int, stop: int):
+    if isinstance(item, Chunk):
+        return replace(item, start=start, stop=stop)
+    return replace(item, entrystart=start, entrystop=stop)
+
+
+def merge_for_gpu(items: Sequence, target_events: int) -> MergeResult:
+    """Merge runs of adjacent items of one file (same dataset, filename, treename and
+    fileuuid; one's entrystop equal to the next's entrystart) into tasks of at most
+    ``target_events`` entries (an item already larger stays alone). Items are
+    dataclasses such as coffea's ``WorkItem`` (merged ones are ``dataclasses.replace``
+    copies of the first part, with the merged range) or ``Chunk``. Tasks keep the order
+    of their first part; every input item lands in exactly one task."""
+    if target_events < 1:
+        raise ValueError(f"target_events must be >= 1, got {target_events}")
+
+    def rng(item):
+        if isinstance(item, Chunk):
+            return item.start, item.stop
+        return int(item.entrystart), int(item.entrystop)
+
+    by_file: dict[tuple, list[int]] = {}
+    for i, item in enumerate(items):
+        by_file.setdefault(_file_key(item), []).append(i)
+    groups: list[tuple[int, ...]] = []
+    for indices in by_file.values():
+        indices = sorted(indices, key=lambda i: rng(items[i]))
+        run: list[int] = []
+        run_events = 0
+        for i in indices:
+            start, stop = rng(items[i])
+            contiguous = bool(run) and rng(items[run[-1]])[1] == start
+            if contiguous and run_events + (stop - start) <= target_events:
+                run.append(i)
+                run_events += stop - start
+                continue
+            if run:
+                groups.append(tuple(run))
+            run, run_events = [i], stop - start
+        if run:
+            groups.append(tuple(run))
+    groups.sort(key=lambda g: min(g))
+    out_items, merges = [], []
+    for group in groups:
+        first = items[group[0]]
+        if len(group) == 1:
+            out_items.append(first)
+            continue
+        start, stop = rng(first)[0], rng(items[group[-1]])[1]
+        out_items.append(_with_range(first, start, stop))
+        _, filename, treename, _ = _file_key(first)
+        merges.append(Merge(group, filename, treename, start, stop))
+    return MergeResult(out_items, groups, merges)
+
+
+# ------------------------------------------------------------------------ simulation
+@dataclass
+class SimResult:
+    """A simulated run: ``makespan`` (s), per pool chunks/events/busy seconds, and the
+    pool of each chunk."""
+
+    policy: str
+    makespan: float
+    pools: dict
+    assignments: list[str]
+
+    def as_dict(self) -> dict:
+        return {"policy": self.policy, "makespan": self.makespan, "pools": self.pools,
+                "assignments": self.assignments}
+
+
+def simulate(chunks: Sequence, policy, truth: Sequence[Pool], *,
+             window: int | None = None, warmup: int | None = None) -> SimResult:
+    """Replay ``chunks`` (``Chunk``s or event counts) on the pools ``truth`` (their
+    ``model.seconds`` is the true duration, ``slots`` their parallelism) and return the
+    makespan. Each pool runs its chunks in assignment order on its free slots.
+
+    ``policy``: a ``Placement`` over pools of the same names, or ``"all-cpu"`` /
+    ``"all-gpu"`` (every chunk on the pools of that kind, each to the slot free first).
+    A Placement is driven in one of three ways, as an executor could submit:
+
+    - default: every chunk assigned at time 0 (all submitted at once);
+    - ``window=k``: at most k chunks queued or running; the next is assigned when one
+      completes, after its actual time was observed (online refinement);
+    - ``warmup=k``: as ``window=k`` until every pool given a chunk has reported one,
+      then all the others at once with the refined models."""
+    import heapq
+    from collections import deque
+
+    if window is not None and warmup is not None:
+        raise ValueError("window and warmup are alternatives")
+    pools = {p.name: p for p in truth}
+    chunks = [c if isinstance(c, Chunk) else Chunk.of(c, i) for i, c in enumerate(chunks)]
+    if isinstance(policy, str):
+        if policy not in ("all-cpu", "all-gpu"):
+            raise ValueError(f"policy must be a Placement, 'all-cpu' or 'all-gpu', not {policy!r}")
+        kind = policy.split("-")[1]
+        chosen = [p for p in truth if p.kind == kind]
+        if not chosen:
+            raise ValueError(f"{policy}: no {kind.upper()} pool among {list(pools)}")
+        # list scheduling over all slots of those pools, in chunk order
+        free = [(0.0, p.name, s) for p in chosen for s in range(p.slots)]
+        heapq.heapify(free)
+        stats = {p.name: {"chunks": 0, "events": 0, "busy_seconds": 0.0} for p in chosen}
+        assignments, makespan = [], 0.0
+        for c in chunks:
+            t, name, s = heapq.heappop(free)
+            dt = pools[name].model.seconds(c.events)
+            heapq.heappush(free, (t + dt, name, s))
+            makespan = max(makespan, t + dt)
+            stats[name]["chunks"] += 1
+            stats[name]["events"] += c.events
+            stats[name]["busy_seconds"] += dt
+            assignments.append(name)
+        return SimResult(policy, makespan, stats, assignments)
+
+    missing = set(policy.pools) - set(pools)
+    if missing:
+        raise ValueError(f"the policy's pools {sorted(missing)} have no true model in truth")
+    queues = {n: deque() for n in policy.pools}
+    free = {n: pools[n].slots for n in policy.pools}
+    stats = {n: {"chunks": 0, "events": 0, "busy_seconds": 0.0} for n in policy.pools}
+    assignments: dict[int, str] = {}
+    running: list = []  # (finish, seq, chunk, pool, seconds)
+    seq = 0
+    pending = deque(chunks)
+    in_flight = 0
+    limit = window if window is not None else warmup  # None: no limit
+    warming = warmup is not None
+    reported: set[str] = set()
+
+    def release(now: float) -> None:
+        nonlocal in_flight
+        while pending and (limit is None or in_flight < limit):
+            c = pending.popleft()
+            backlog = 0 if limit is None else sum(p.events for p in pending)
+            name = policy.assign(c, now=now, backlog_events=backlog)
+            assignments[c.id] = name
+            queues[name].append(c)
+            in_flight += 1
+
+    def dispatch(now: float) -> None:
+        nonlocal seq
+        for name, q in queues.items():
+            while q and free[name] > 0:
+                c = q.popleft()
+                dt = pools[name].model.seconds(c.events)
+                free[name] -= 1
+                heapq.heappush(running, (now + dt, seq, c, name, dt))
+                seq += 1
+                stats[name]["chunks"] += 1
+                stats[name]["events"] += c.events
+                stats[name]["busy_seconds"] += dt
+
+    release(0.0)
+    dispatch(0.0)
+    makespan = 0.0
+    while running:
+        t, _, c, name, dt = heapq.heappop(running)
+        makespan = t
+        free[name] += 1
+        in_flight -= 1
+        policy.observe(c.id, dt, now=t)
+        reported.add(name)
+        if warming and reported >= set(assignments.values()):
+            warming, limit = False, None  # every pool used so far measured: the rest at once
+        release(t)
+        dispatch(t)
+    if window is not None:
+        label = f"placement (window {window})"
+    elif warmup is not None:
+        label = f"placement (warm-up {warmup})"
+    else:
+        label = "placement"
+    return SimResult(label, makespan, stats, [assignments[c.id] for c in chunks])

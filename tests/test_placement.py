@@ -1,0 +1,285 @@
+"""The placement policy (gpuexec.scheduler.placement): pure Python, no Dask."""
+
+import json
+import math
+
+import pytest
+from coffea.processor.executor import WorkItem
+
+from gpuexec.scheduler.calibration import Calibration, Fit
+from gpuexec.scheduler.cluster import WorkerPool
+from gpuexec.scheduler.placement import (
+    Chunk,
+    CostModel,
+    Placement,
+    Pool,
+    crossover_events,
+    merge_for_gpu,
+    simulate,
+)
+
+# a CPU slot: 1 ms + 5 us/event; a GPU: 20 ms launch/transfer floor + 0.2 us/event
+CPU_FIXED, CPU_RATE = 1e-3, 2e5
+GPU_FIXED, GPU_RATE = 20e-3, 5e6
+
+
+def pools(cpu_slots=4, gpu_slots=1, gpu_fixed=GPU_FIXED, gpu_rate=GPU_RATE):
+    out = []
+    if cpu_slots:
+        out.append(Pool("cpu", "cpu", cpu_slots, CostModel(CPU_FIXED, CPU_RATE)))
+    if gpu_slots:
+        out.append(Pool("gpu", "gpu", gpu_slots, CostModel(gpu_fixed, gpu_rate)))
+    return out
+
+
+def chunk(i, events, file="f.root", start=0):
+    return Chunk(i, file, start, start + events, "Events", "ds")
+
+
+def test_crossover_is_where_the_lines_meet():
+    expected = (GPU_FIXED - CPU_FIXED) / (1 / CPU_RATE - 1 / GPU_RATE)
+    policy = Placement(pools())
+    assert policy.crossover() == pytest.approx(expected)
+    assert crossover_events((1.0, 1e-6), (0.0, 2e-6)) == pytest.approx(1e6)
+    assert crossover_events((0.0, 1e-6), (1.0, 2e-6)) == 0.0  # GPU never slower
+    assert math.isinf(crossover_events((1.0, 2e-6), (0.0, 1e-6)))  # GPU never faster
+
+
+def test_big_chunks_go_to_gpu_small_ones_to_cpu_with_a_fast_gpu():
+    cross = Placement(pools()).crossover()
+    for events in (100, 1_000, int(cross) - 1):
+        pool, reason = Placement(pools()).choose(chunk(0, events), now=0)
+        assert (pool, reason) == ("cpu", "below crossover"), events
+    for events in (int(cross) + 1, 100_000, 2_000_000):
+        pool, reason = Placement(pools()).choose(chunk(0, events), now=0)
+        assert (pool, reason) == ("gpu", "above crossover, earlier finish"), events
+
+
+def test_above_crossover_a_busy_gpu_loses_to_an_idle_cpu():
+    policy = Placement(pools())
+    # queue 2 s of work on the GPU: a 100k chunk then finishes earlier on a CPU slot
+    for i in range(100):
+        policy._slots["gpu"][0].outstanding[-1 - i] = 0.02
+    pool, reason = policy.choose(chunk(0, 100_000), now=0)
+    assert pool == "cpu" and reason == "above crossover, CPU pool finishes earlier"
+
+
+def test_without_a_gpu_pool_everything_goes_to_cpu():
+    policy = Placement(pools(gpu_slots=0) + [Pool("cpub", "cpu", 2, CostModel(CPU_FIXED, CPU_RATE))])
+    sizes = [10, 1_000, 100_000, 10_000_000] * 5
+    assert set(policy.place([chunk(i, n) for i, n in enumerate(sizes)], now=0)) <= {"cpu", "cpub"}
+    assert math.isinf(policy.crossover())
+    assert policy.summary()["crossover"] is None
+
+
+def test_without_a_cpu_pool_everything_goes_to_gpu():
+    policy = Placement(pools(cpu_slots=0, gpu_slots=2))
+    sizes = [1, 10, 1_000, 100_000]
+    assert policy.place([chunk(i, n) for i, n in enumerate(sizes)], now=0) == ["gpu"] * 4
+    assert policy.crossover() == 0.0
+    assert {d["reason"] for d in policy.decisions()} == {"only pool"}
+
+
+def test_equal_chunks_are_spread_so_both_pools_finish_together():
+    policy = Placement(pools())
+    placed = policy.place([chunk(i, 100_000, start=100_000 * i) for i in range(100)], now=0)
+    assert 0 < placed.count("cpu") < placed.count("gpu")
+    last = {p: max(d["predicted_finish"] for d in policy.decisions() if d["pool"] == p)
+            for p in ("cpu", "gpu")}
+    cpu_chunk = CPU_FIXED + 100_000 / CPU_RATE
+    assert abs(last["cpu"] - last["gpu"]) <= cpu_chunk
+
+
+def test_decisions_shift_to_cpu_when_the_gpu_is_slowed():
+    policy = Placement(pools())
+    first = [chunk(i, 100_000, start=100_000 * i) for i in range(16)]
+    placed = policy.place(first, now=0)
+    assert "gpu" in placed and "cpu" in placed
+    before = Placement(pools()).choose(chunk(99, 1_000_000), now=0)[0]
+    assert before == "gpu"
+    t = 0.0
+    for c, pool in zip(first, placed):  # the GPU runs 50x slower than calibrated
+        calibrated = policy.pools[pool].model.seed_seconds(c.events)
+        seconds = calibrated * (50 if pool == "gpu" else 1)
+        t += seconds
+        policy.observe(c.id, seconds, now=t)
+    assert math.isinf(policy.crossover())  # 50x: slower per event than a CPU slot
+    for i, events in enumerate((100_000, 1_000_000, 5_000_000)):
+        pool, reason = policy.choose(chunk(100 + i, events), now=t)
+        assert (pool, reason) == ("cpu", "below crossover")
+    done = [d for d in policy.decisions() if d["actual_seconds"] is not None]
+    assert len(done) == 16 and all(d["finished_at"] is not None for d in done)
+
+
+def test_online_refinement_in_simulation_follows_a_slow_gpu():
+    truth = pools(gpu_fixed=0.4, gpu_rate=1e5)  # the real GPU pool: 20x slower floor, 50x per event
+    chunks = [100_000] * 100
+    best = min(simulate(chunks, "all-cpu", truth).makespan, simulate(chunks, "all-gpu", truth).makespan)
+    policy = Placement(pools())  # calibrated as a fast GPU
+    run = simulate(chunks, policy, truth, window=10)
+    assert run.makespan <= 1.10 * best
+    assert run.pools["cpu"]["chunks"] > 80
+    assert sum(v["chunks"] for v in run.pools.values()) == 100
+    assert sum(v["events"] for v in run.pools.values()) == 100 * 100_000
+
+
+def test_placement_beats_all_cpu_and_all_gpu_when_both_pools_help():
+    truth = pools()
+    chunks = [100_000] * 100
+    all_cpu = simulate(chunks, "all-cpu", truth)
+    all_gpu = simulate(chunks, "all-gpu", truth)
+    for window in (None, 10):
+        run = simulate(chunks, Placement(pools()), truth, window=window)
+        assert run.makespan < min(all_cpu.makespan, all_gpu.makespan), window
+    assert all_cpu.assignments == ["cpu"] * 100 and all_gpu.assignments == ["gpu"] * 100
+    with pytest.raises(ValueError, match="no GPU pool"):
+        simulate(chunks, "all-gpu", pools(gpu_slots=0))
+
+
+def test_a_pool_never_measured_is_probed_once_times_come_in():
+    policy = Placement(pools())
+    c0 = chunk(0, 100_000)
+    assert policy.assign(c0, now=0) == "gpu"
+    policy.observe(0, 0.04, now=0.04)
+    pool, reason = policy.choose(chunk(1, 100_000), now=0.04)
+    assert (pool, reason) == ("cpu", "probe: not measured yet")
+    quiet = Placement(pools(), explore=False)
+    quiet.assign(c0, now=0)
+    quiet.observe(0, 0.04, now=0.04)
+    assert quiet.choose(chunk(1, 100_000), now=0.04)[0] == "gpu"
+
+
+def test_probe_gives_each_pool_its_first_chunks():
+    policy = Placement(pools(), probe=1)
+    assert policy.place([chunk(0, 10), chunk(1, 10), chunk(2, 10)], now=0) == ["cpu", "gpu", "cpu"]
+
+
+def test_cost_model_learns_fixed_and_per_event_cost_from_several_sizes():
+    model = CostModel(0.0, 1e6)  # calibrated far off
+    for _ in range(10):
+        for n in (10_000, 100_000, 1_000_000):
+            model.observe(n, 0.05 + n / 2e5)
+    fixed, per_event = model.params()
+    assert fixed == pytest.approx(0.05, rel=0.05)
+    assert per_event == pytest.approx(1 / 2e5, rel=0.05)
+
+
+def test_cost_model_with_equal_chunks_scales_the_calibrated_shape():
+    model = CostModel(0.01, 1e6, ref_events=100_000)
+    for _ in range(20):
+        model.observe(100_000, 3 * model.seed_seconds(100_000))
+    assert model.seconds(100_000) == pytest.approx(3 * model.seed_seconds(100_000), rel=0.02)
+    assert model.seconds(1_000_000) == pytest.approx(3 * model.seed_seconds(1_000_000), rel=0.05)
+    assert model.own_scale == pytest.approx(3, rel=1e-6)
+
+
+def test_unmeasured_pool_is_predicted_with_the_measured_scale():
+    policy = Placement(pools(), explore=False)
+    policy.assign(chunk(0, 100_000), now=0)
+    seed = policy.pools["gpu"].model.seed_seconds(100_000)
+    policy.observe(0, 10 * seed, now=1)
+    cpu_seed = policy.pools["cpu"].model.seed_seconds(100_000)
+    assert policy.predict("cpu", 100_000) == pytest.approx(10 * cpu_seed, rel=1e-6)
+
+
+def test_decisions_are_plain_records_with_actual_times():
+    policy = Placement(pools())
+    items = [WorkItem("ds", "/data/a.root", "Events", 100 * i, 100 * (i + 1), "uuid-a") for i in range(4)]
+    placed = policy.place(items, now=0)
+    assert placed == ["cpu"] * 4
+    records = policy.decisions()
+    json.dumps(records)
+    first = records[0]
+    assert (first["chunk"], first["file"], first["entrystart"], first["entrystop"], first["events"]) == \
+        (0, "/data/a.root", 0, 100, 100)
+    assert first["predicted_seconds"] > 0 and first["actual_seconds"] is None
+    assert first["predicted_finish"] == pytest.approx(first["predicted_start"] + first["predicted_seconds"])
+    task = policy.mark_merged([1, 2])
+    policy.observe([1, 2], 0.3, now=1.0)
+    by_id = {d["chunk"]: d for d in policy.decisions()}
+    assert by_id[1]["task"] == by_id[2]["task"] == task
+    assert by_id[1]["actual_seconds"] == pytest.approx(0.15)
+    summary = policy.summary()
+    assert summary["pools"]["cpu"]["chunks"] == 4 and summary["pools"]["cpu"]["events"] == 400
+    assert summary["pools"]["cpu"]["actual_seconds"] == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="already assigned"):
+        policy.assign(Chunk(0, "x", 0, 1), now=0)
+
+
+def test_observe_of_chunks_from_different_pools_is_refused():
+    policy = Placement(pools(), probe=1)
+    policy.place([chunk(0, 10), chunk(1, 10)], now=0)
+    with pytest.raises(ValueError, match="different pools"):
+        policy.observe([0, 1], 1.0)
+
+
+def test_retry_on_cpu_keeps_one_record_and_says_where_it_failed():
+    policy = Placement(pools())
+    assert policy.assign(chunk(0, 1_000_000), now=0) == "gpu"
+    policy.retry(0, "cpu", now=0.5)
+    (record,) = policy.decisions()
+    assert record["pool"] == "cpu" and record["retried_from"] == "gpu"
+    assert record["reason"] == "retry after failure"
+    assert not policy._slots["gpu"][0].outstanding
+
+
+def test_from_worker_pools_and_a_calibration():
+    cpu = WorkerPool.cpu(3, threads=2)
+    gpu = WorkerPool("gpu", 1, threads=2, resources={"GPU": 1, "CPU": 2},
+                     task_resources={"GPU": 1}, backend="cuda")
+    cal = Calibration(key="k", gpuexec_version="0", created="now", host="h", cpu="c",
+                      gpu={"vendor": "nvidia", "name": "H200", "arch": "sm_90"},
+                      gpu_backend="cuda", sizes=[1, 2], repeats=1, ops=["sum"],
+                      fits={"cpu": Fit(1e-4, 1e-7), "cuda": Fit(5e-4, 1e-9), "transfer": Fit(1e-5, 4e-9)})
+    policy = Placement.from_pools([cpu, gpu, WorkerPool.cpu(0)], cal)
+    assert {n: (p.kind, p.slots) for n, p in policy.pools.items()} == {"cpu": ("cpu", 6), "gpu": ("gpu", 1)}
+    assert policy.pools["gpu"].model.seed_fixed == pytest.approx(5.1e-4)
+    assert policy.pools["gpu"].model.seed_throughput == pytest.approx(1 / 5e-9)
+    assert policy.crossover() == pytest.approx(cal.crossover)
+    # no calibration: neutral seeds, so no size preference, load decides
+    neutral = Placement.from_pools([cpu, gpu], None)
+    assert neutral.crossover() == 0.0
+    # a GPU pool on the CPU backend (tests without a GPU) is seeded like the CPU pool
+    on_cpu = WorkerPool("gpu", 1, resources={"GPU": 1}, task_resources={"GPU": 1}, backend="cpu")
+    assert Placement.from_pools([cpu, on_cpu], cal).crossover() == 0.0
+
+
+def _items():
+    a = [WorkItem("ds", "a.root", "Events", 100 * i, 100 * (i + 1), "ua") for i in range(4)]
+    b = [WorkItem("ds", "b.root", "Events", 100 * i, 100 * (i + 1), "ub") for i in range(2)]
+    gap = WorkItem("ds", "a.root", "Events", 500, 600, "ua")
+    other_tree = WorkItem("ds", "a.root", "Other", 400, 500, "ua")
+    return [a[0], b[0], a[1], a[2], b[1], a[3], gap, other_tree]
+
+
+def test_merge_for_gpu_merges_contiguous_ranges_of_one_file():
+    items = _items()
+    result = merge_for_gpu(items, target_events=250)
+    ranges = [(i.filename, i.treename, i.entrystart, i.entrystop) for i in result.items]
+    assert ranges == [("a.root", "Events", 0, 200), ("b.root", "Events", 0, 200),
+                      ("a.root", "Events", 200, 400), ("a.root", "Events", 500, 600),
+                      ("a.root", "Other", 400, 500)]
+    assert result.parts == [(0, 2), (1, 4), (3, 5), (6,), (7,)]
+    assert sorted(i for p in result.parts for i in p) == list(range(len(items)))
+    assert sum(len(i) for i in result.items) == sum(len(i) for i in items)
+    assert all(isinstance(i, WorkItem) and i.fileuuid in ("ua", "ub") for i in result.items)
+    assert [m.events for m in result.merges] == [200, 200, 200]
+    assert result.describe()[0] == ("merged 2 chunks of a.root (tree 'Events') into one GPU task, "
+                                    "entries [0, 200)")
+    json.dumps([m.as_dict() for m in result.merges])
+
+
+def test_merge_for_gpu_respects_the_target_and_other_files():
+    items = _items()
+    assert merge_for_gpu(items, target_events=50).merges == []
+    whole = merge_for_gpu(items, target_events=10_000)
+    assert [(i.filename, i.entrystart, i.entrystop) for i in whole.items][:2] == \
+        [("a.root", 0, 400), ("b.root", 0, 200)]
+    # same file, different uuid: not the same file
+    other = WorkItem("ds", "a.root", "Events", 400, 500, "changed")
+    assert len(merge_for_gpu(items[:6] + [other], 10_000).items) == 3
+    chunks = [Chunk(0, "x", 0, 10), Chunk(1, "y", 10, 20), Chunk(2, "x", 10, 20)]
+    merged = merge_for_gpu(chunks, 100)
+    assert [(c.file, c.start, c.stop) for c in merged.items] == [("x", 0, 20), ("y", 10, 20)]
+    with pytest.raises(ValueError):
+        merge_for_gpu(items, 0)
