@@ -1,0 +1,300 @@
+"""GPU reductions at 100M float64 elements, side by side in one run on one device.
+
+Measures, in the same process: the device copy bandwidth (CuPy copy, bytes read +
+written); sum, prod, min, max, count_nonzero, argmin, argmax over Poisson(5) lists and
+over mixed lengths (90% Poisson(3), 10% uniform 100..2000) for each strategy (split,
+fused) and the naive one-thread-per-list kernel, as % of the copy bandwidth (bytes =
+content + offsets + output); awkward's own "cuda" backend where it runs; and the call
+floor (wall time of gk.sum on a device-resident 1K-list array returning a device
+ak.Array, median of 1000 calls).
+
+    python benchmarks/gpu_reduce.py [--out results.json] [--elements 100000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+import traceback
+
+import numpy as np
+
+OPS = [("sum", "reduce_sum"), ("prod", "reduce_prod"), ("min", "reduce_min"),
+       ("max", "reduce_max"), ("count_nonzero", "reduce_countnonzero"),
+       ("argmin", "reduce_argmin"), ("argmax", "reduce_argmax")]
+STRATEGIES = ["split", "fused", "naive"]
+TARGETS = {  # % of copy bandwidth: (Poisson(5), mixed)
+    "sum": (90, 80), "prod": (90, 80), "min": (90, 80), "max": (90, 80),
+    "count_nonzero": (90, 80), "argmin": (75, 65), "argmax": (75, 65),
+}
+
+
+def event_time(cp, fn, reps=20, warmup=3) -> float:
+    """Median seconds of ``fn`` between CUDA events."""
+    for _ in range(warmup):
+        fn()
+    cp.cuda.runtime.deviceSynchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return float(np.median(times))
+
+
+def wall_time(cp, fn, reps=5, warmup=1) -> float:
+    for _ in range(warmup):
+        fn()
+    cp.cuda.runtime.deviceSynchronize()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        cp.cuda.runtime.deviceSynchronize()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def datasets(cp, elements: int, seed: int):
+    rs = cp.random.RandomState(seed)
+    out = {}
+    n = elements // 5
+    counts = rs.poisson(5.0, size=n).astype(cp.int64)
+    out["poisson5"] = counts
+    mean_mixed = 0.9 * 3 + 0.1 * (100 + 2000) / 2
+    n = int(elements / mean_mixed)
+    long = rs.random_sample(n) < 0.1
+    counts = cp.where(long, rs.randint(100, 2001, size=n), rs.poisson(3.0, size=n)).astype(cp.int64)
+    out["mixed"] = counts
+    data = {}
+    for name, counts in out.items():
+        offsets = cp.zeros(counts.shape[0] + 1, dtype=cp.int64)
+        cp.cumsum(counts, out=offsets[1:])
+        total = int(offsets[-1])
+        content = rs.standard_normal(total, dtype=cp.float64)
+        data[name] = (offsets, content)
+    return data
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_reduce.json"))
+    ap.add_argument("--elements", type=int, default=100_000_000)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--no-tuning", action="store_true", help="skip the launch-configuration variants")
+    args = ap.parse_args()
+
+    import awkward as ak
+    import cupy as cp
+
+    import gpuexec.kernels as gk
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    backends = {s: GPUBackend(strategy=s) for s in STRATEGIES}
+    default = GPUBackend()
+    dev = default.device
+    result = {
+        "machine": {"gpu": dev.name, "arch": dev.arch, "wave": dev.wave, "cu_count": dev.cu_count,
+                    "l2_bytes": dev.l2_bytes, "host": platform.node(),
+                    "cupy": cp.__version__, "awkward": ak.__version__,
+                    "driver": cp.cuda.runtime.driverGetVersion(),
+                    "compiler": default.runtime.compiler},
+        "default_strategy": default.strategy,
+        "elements": args.elements,
+    }
+
+    # -- copy bandwidth -------------------------------------------------------------------------
+    src = cp.random.random_sample(args.elements)
+    dst = cp.empty_like(src)
+    t = event_time(cp, lambda: cp.copyto(dst, src), reps=args.reps)
+    copy_bw = 2 * src.nbytes / t
+    result["copy"] = {"bytes": 2 * src.nbytes, "seconds": t, "GBps": copy_bw / 1e9}
+    del src, dst
+    print(f"device copy: {copy_bw / 1e9:.0f} GB/s (read + write)", flush=True)
+
+    data = datasets(cp, args.elements, 7)
+    rows = []
+    for dist, (offsets, content) in data.items():
+        n = offsets.shape[0] - 1
+        nbytes = content.nbytes + offsets.nbytes + 8 * n
+        outs = {}
+        for fname, contract in OPS:
+            for strategy in STRATEGIES:
+                kern = backends[strategy].kernel(contract, "float64")
+                extra = ()
+                if fname in ("min", "max"):
+                    extra = (np.inf if fname == "min" else -np.inf,)
+                call = lambda: kern(offsets, content, *extra)  # noqa: E731
+                outs[(fname, strategy)] = cp.asnumpy(call())
+                t = event_time(cp, call, reps=args.reps)
+                rows.append({"dist": dist, "op": fname, "strategy": strategy, "lists": n,
+                             "elements": int(content.shape[0]), "bytes": nbytes, "seconds": t,
+                             "GBps": nbytes / t / 1e9, "pct_copy": 100 * nbytes / t / copy_bw})
+            # the strategies agree with each other (exactly, except float sum/prod)
+            ref = outs[(fname, "naive")]
+            for strategy in ("split", "fused"):
+                got = outs[(fname, strategy)]
+                if fname in ("sum", "prod"):
+                    ok = np.allclose(got, ref, rtol=1e-9, atol=1e-12, equal_nan=True)
+                else:
+                    ok = np.array_equal(got, ref, equal_nan=True)
+                rows[-1 if strategy == "naive" else -3 + STRATEGIES.index(strategy)]["agrees"] = bool(ok)
+        print(f"{dist}: {n} lists, {content.shape[0]} elements done", flush=True)
+    result["kernels"] = rows
+
+    # -- launch-configuration variants (the strategy table's numbers come from these) -----------
+    tuning = []
+    variants = () if args.no_tuning else (("fused", "min_blocks=2"), ("fused", "prefetch_tiles=4"),
+                                          ("fused", "item_bytes=128"), ("split", "item_bytes=128"))
+    for strategy, launch in variants:
+        try:
+            be = GPUBackend(strategy=strategy, launch=launch)
+        except Exception as err:
+            tuning.append({"strategy": strategy, "launch": launch, "error": str(err)[:200]})
+            continue
+        for dist, (offsets, content) in data.items():
+            n = offsets.shape[0] - 1
+            nbytes = content.nbytes + offsets.nbytes + 8 * n
+            for fname, contract in (("sum", "reduce_sum"), ("argmax", "reduce_argmax")):
+                kern = be.kernel(contract, "float64")
+                t = event_time(cp, lambda: kern(offsets, content), reps=args.reps)
+                tuning.append({"strategy": strategy, "launch": launch, "dist": dist, "op": fname,
+                               "seconds": t, "pct_copy": 100 * nbytes / t / copy_bw})
+    result["tuning"] = tuning
+    for r in tuning:
+        print("tuning", r.get("strategy"), r.get("launch"), r.get("dist"), r.get("op"),
+              f"{r['pct_copy']:.1f}%" if "pct_copy" in r else r.get("error"))
+
+    # -- through the public API (validation and wrapping included) ------------------------------
+    api = {}
+    for dist, (offsets, content) in data.items():
+        arr = ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets),
+                                                   ak.contents.NumpyArray(content)))
+        api[dist] = {"gk.sum": wall_time(cp, lambda: gk.sum(arr, axis=1, backend=default))}
+    result["api_wall_seconds"] = api
+
+    # -- awkward's own "cuda" backend ----------------------------------------------------------
+    awk = {}
+    for dist, (offsets, content) in data.items():
+        arr = ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets),
+                                                   ak.contents.NumpyArray(content)))
+        for fname, _ in OPS:
+            fn = getattr(ak, fname)
+            try:
+                t = wall_time(cp, lambda: fn(arr, axis=1), reps=3, warmup=1)
+                awk[f"{dist}:{fname}"] = {"seconds": t}
+            except Exception as err:  # awkward's cuda backend lacks the kernel here
+                msg = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+                awk[f"{dist}:{fname}"] = {"not_run": msg}
+    result["awkward_cuda"] = awk
+
+    # -- call floor ------------------------------------------------------------------------------
+    rs = np.random.default_rng(1)
+    counts = rs.poisson(5, 1000)
+    offs = np.zeros(1001, dtype=np.int64)
+    np.cumsum(counts, out=offs[1:])
+    small = ak.to_backend(ak.Array(ak.contents.ListOffsetArray(
+        ak.index.Index64(offs), ak.contents.NumpyArray(rs.random(int(offs[-1]))))), "cuda")
+    floor = {}
+    for label, fn, reps in (("gk.sum", lambda: gk.sum(small, axis=1, backend=default), 1000),
+                            ("ak.sum(cuda)", lambda: ak.sum(small, axis=1), 200)):
+        try:
+            for _ in range(20):
+                fn()
+            cp.cuda.runtime.deviceSynchronize()
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                out = fn()
+                times.append(time.perf_counter() - t0)
+            cp.cuda.runtime.deviceSynchronize()
+            floor[label] = {"median_us": 1e6 * float(np.median(times)), "calls": reps,
+                            "result_backend": ak.backend(out)}
+        except Exception as err:
+            floor[label] = {"not_run": f"{type(err).__name__}: {err}"[:300]}
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(200):
+        gk.sum(small, axis=1, backend=default)
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(35)
+    with open(os.path.join(os.path.dirname(os.path.abspath(args.out)), "floor_profile.txt"), "w") as f:
+        f.write(text.getvalue())
+    # our own part of a call: the buffer-level kernel on the same offsets/content
+    layout = ak.to_layout(small)
+    offs_d, vals_d = layout.offsets.data, layout.content.data
+    kern = default.kernel("reduce_sum", "float64")
+    for _ in range(20):
+        kern(offs_d, vals_d)
+    times = []
+    for _ in range(1000):
+        t0 = time.perf_counter()
+        kern(offs_d, vals_d)
+        times.append(time.perf_counter() - t0)
+    cp.cuda.runtime.deviceSynchronize()
+    floor["kernel call (backend.kernel)"] = {"median_us": 1e6 * float(np.median(times)), "calls": 1000}
+    with gk.counting() as s:
+        gk.sum(small, axis=1, backend=default)
+    floor["launches_per_call"] = s["n_launches"]
+    result["call_floor"] = floor
+    result["modules"] = [(k[0], k[2], op, how, round(sec, 3))
+                         for (k, op, how, sec) in default.runtime.module_log]
+
+    # -- table -----------------------------------------------------------------------------------
+    print(f"\n{dev.name} ({dev.arch}, {dev.cu_count} SMs), copy {copy_bw / 1e9:.0f} GB/s; "
+          f"default strategy {default.strategy}")
+    print(f"{'op':<14}{'dist':<10}" + "".join(f"{s + ' ms':>11}{s + ' %':>9}" for s in STRATEGIES)
+          + f"{'ak.cuda ms':>12}{'x vs ak':>9}{'target %':>10}")
+    by = {(r["dist"], r["op"], r["strategy"]): r for r in rows}
+    misses = []
+    for fname, _ in OPS:
+        for j, dist in enumerate(data):
+            line = f"{fname:<14}{dist:<10}"
+            for s in STRATEGIES:
+                r = by[(dist, fname, s)]
+                line += f"{1e3 * r['seconds']:>11.3f}{r['pct_copy']:>9.1f}"
+            a = awk.get(f"{dist}:{fname}", {})
+            best = by[(dist, fname, default.strategy)]
+            if "seconds" in a:
+                speed = a["seconds"] / best["seconds"]
+                best["speedup_vs_awkward_cuda"] = speed
+                line += f"{1e3 * a['seconds']:>12.2f}{speed:>9.1f}"
+            else:
+                line += f"{'not run':>12}{'-':>9}"
+            target = TARGETS[fname][j]
+            line += f"{target:>10}"
+            for s in ("split", "fused"):
+                r = by[(dist, fname, s)]
+                if r["pct_copy"] < target:
+                    misses.append(f"{fname}/{dist}/{s}: {r['pct_copy']:.1f}% < {target}%")
+                if r["seconds"] > by[(dist, fname, "naive")]["seconds"]:
+                    misses.append(f"{fname}/{dist}/{s}: slower than naive")
+            print(line)
+    print("\ncall floor:", json.dumps(floor))
+    print("awkward cuda not run:", {k: v["not_run"][:80] for k, v in awk.items() if "not_run" in v})
+    print("agreement between strategies:", all(r.get("agrees", True) for r in rows))
+    print("targets missed:", misses or "none")
+    result["targets_missed"] = misses
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        raise

@@ -1,0 +1,299 @@
+"""GPUBackend: the kernel table of the GPU engine (CUDA or HIP, one implementation).
+
+Buffers are CuPy arrays (cupy-cuda13x on NVIDIA, cupy-rocm on AMD), so results go back
+into awkward's "cuda" backend without a copy. Kernels come from ``src/reduce.cu`` through
+the runtime layer; which variant runs (split / fused / naive) and with which launch
+configuration is the strategy table's decision (``strategies.plan``), never the caller's.
+
+Memory discipline: outputs and temporaries come from CuPy's memory pool; a call does not
+synchronise with the host (sizes are known from buffer shapes); an allocation that fails
+raises ``DeviceOutOfMemory`` naming the kernel and the bytes; host buffers reach the
+device through pinned staging buffers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+
+import numpy as np
+
+from gpuexec.kernels.stats import record_kernel
+from gpuexec.kernels.backend import Backend
+from gpuexec.kernels.gpu import strategies as S
+from gpuexec.kernels.gpu.errors import DeviceOutOfMemory
+from gpuexec.kernels.gpu.runtime import Runtime
+
+# bytes of one carried partial (the widest accumulator: an (value, int64 index) pair)
+_ACC_BYTES = 16
+_INT64 = np.dtype(np.int64)
+
+
+def _out_dtype(op: S.Op, dtype: np.dtype) -> np.dtype:
+    kind = op.device
+    if kind in ("sum", "prod"):
+        if dtype.kind == "f":
+            return dtype
+        return np.dtype(np.uint64) if dtype.kind == "u" else _INT64
+    if kind in ("min", "max"):
+        return dtype
+    if kind in ("any", "all"):
+        return np.dtype(np.bool_)
+    return _INT64  # argmin, argmax, countnonzero, sum_bool, prod_bool, count
+
+
+def _tile_items(strategy: S.Strategy, launch: S.Launch, itemsize: int) -> int:
+    """Elements per thread per tile; mirrors ``tile_shape`` in reduce.cu."""
+    vec = strategy.vec_bytes // itemsize
+    raw = launch.item_bytes // itemsize
+    return min(16, max(vec, raw))
+
+
+def _identity_bits(identity, dtype: np.dtype, op: S.Op) -> int:
+    if op.device not in ("min", "max"):
+        return 0
+    if identity is None:
+        if dtype.kind == "b":
+            identity = op.device == "min"
+        elif dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            identity = info.max if op.device == "min" else info.min
+        else:
+            identity = math.inf if op.device == "min" else -math.inf
+    raw = np.asarray(identity).astype(dtype).reshape(1)
+    return int(np.frombuffer(raw.tobytes().ljust(8, b"\0"), dtype=np.uint64)[0])
+
+
+class PinnedStaging:
+    """Host -> device copies through reusable pinned buffers: the host data is copied into
+    page-locked memory and transferred asynchronously on the current stream; a buffer is
+    reused only after the event recorded behind its last transfer has completed."""
+
+    def __init__(self, cupy, slots: int = 4):
+        self._cp = cupy
+        self._slots = [None] * slots  # (pinned memory, nbytes, event)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def to_device(self, host: np.ndarray):
+        cp = self._cp
+        host = np.ascontiguousarray(host)
+        out = cp.empty(host.shape, dtype=host.dtype)
+        if host.nbytes == 0:
+            return out
+        with self._lock:
+            i = self._next
+            self._next = (i + 1) % len(self._slots)
+            slot = self._slots[i]
+            if slot is not None:
+                slot[2].synchronize()  # the previous transfer from this buffer is done
+            if slot is None or slot[1] < host.nbytes:
+                mem = cp.cuda.alloc_pinned_memory(max(host.nbytes, 1 << 20))
+                slot = [mem, mem.size(), None]
+            staged = np.frombuffer(slot[0], dtype=np.uint8, count=host.nbytes)
+            staged[...] = host.view(np.uint8).reshape(-1)
+            stream = cp.cuda.get_current_stream()
+            out.data.copy_from_host_async(slot[0].ptr, host.nbytes, stream)
+            event = cp.cuda.Event(block=False, disable_timing=True)
+            event.record(stream)
+            slot[2] = event
+            self._slots[i] = slot
+        return out
+
+
+class GPUBackend(Backend):
+    """``GPUBackend(vendor=None, strategy=None, launch=None, device=0)``.
+
+    ``strategy``/``launch`` override the strategy table (tests and benchmarks run every
+    strategy on the same device); ``vendor`` "cuda" or "hip" (default: the one present)."""
+
+    ak_backend = "cuda"
+
+    def __init__(self, vendor: str | None = None, strategy: str | None = None,
+                 launch=None, device: int = 0, cache_dir: str | None = None):
+        super().__init__()
+        import cupy
+
+        from gpuexec.kernels.gpu import load_bindings
+
+        bindings = load_bindings(vendor)
+        self.name = bindings.VENDOR
+        self.nplike = cupy
+        self._cp = cupy
+        with cupy.cuda.Device(device):
+            cupy.empty(1)  # the runtime's primary context exists before the driver is used
+            self.runtime = Runtime(bindings, device, cache_dir)
+        self.device = self.runtime.device
+        self.plan = S.plan(self.device.arch, strategy, launch)
+        self.strategy = self.plan.strategy.name
+        self._staging = PinnedStaging(cupy)
+        self._prepared: dict = {}
+        for op in S.OPS:
+            if not op.dtypes:
+                self.register(op.contract, (), self._count, count=False)
+                continue
+            for dt in op.dtypes:
+                self.register(op.contract, (dt,), self._reducer(op, np.dtype(dt)), count=False)
+        from gpuexec.kernels.gpu import glue
+
+        glue.register(self)
+
+    def __repr__(self) -> str:
+        d = self.device
+        return (f"<gpuexec GPUBackend {self.name!r} {d.name} ({d.arch}, wave {d.wave}, "
+                f"{d.cu_count} CUs) strategy={self.strategy!r}>")
+
+    # -- buffers ---------------------------------------------------------------------------
+    def asarray(self, data):
+        if hasattr(data, "materialize"):  # awkward VirtualNDArray
+            data = data.materialize()
+        if isinstance(data, self._cp.ndarray):
+            return data
+        if hasattr(data, "__cuda_array_interface__"):
+            return self._cp.asarray(data)
+        return self._staging.to_device(np.asarray(data))
+
+    def to_host(self, buffer):
+        return self._cp.asnumpy(buffer)
+
+    def adopt(self, array):
+        """An awkward array (or layout) with every buffer on this device; host buffers go
+        through pinned staging. Device arrays are returned as they are."""
+        import awkward as ak
+
+        if ak.backend(array) == "cuda":
+            return array
+        form, length, container = ak.to_buffers(array)
+        moved = {k: self.asarray(v) for k, v in container.items()}
+        out = ak.from_buffers(form, length, moved, backend="cuda", highlevel=False)
+        if isinstance(array, ak.contents.Content):
+            return out
+        return ak.Array(out, behavior=array.behavior, attrs=array.attrs)
+
+    def alloc(self, shape, dtype, kernel: str):
+        """An uninitialised device array from CuPy's pool; DeviceOutOfMemory on failure."""
+        cp = self._cp
+        dtype = np.dtype(dtype)
+        try:
+            return cp.empty(shape, dtype=dtype)
+        except cp.cuda.memory.OutOfMemoryError as err:
+            count = math.prod(shape) if isinstance(shape, tuple) else int(shape)
+            raise DeviceOutOfMemory(kernel, count * dtype.itemsize, str(err)) from err
+
+    def _offsets(self, offsets):
+        offsets = self.asarray(offsets)
+        if offsets.dtype != _INT64:
+            offsets = offsets.astype(_INT64)
+        return self._cp.ascontiguousarray(offsets)
+
+    # -- kernels ---------------------------------------------------------------------------
+    def _functions(self, op: S.Op):
+        """role -> (function by dtype name or single function, Launch) for ``op``."""
+        prepared = self._prepared.get(op.contract)
+        if prepared is None:
+            unit = S.unit_for(self.plan, op)
+            module = self.runtime.module(unit)
+            prepared = {"module": module, "unit": unit}
+            self._prepared[op.contract] = prepared
+        return prepared["module"]
+
+    def _count(self, offsets):
+        offsets = self._offsets(offsets)
+        n = offsets.shape[0] - 1
+        out = self.alloc(n, _INT64, "gk_count")
+        if n <= 0:
+            return out
+        fn = self._functions(S.OPS_BY_CONTRACT["reduce_count"])["gk_count"]
+        block = self.plan.launch_of(self.plan.content_role, "count").block
+        self._launch("gk_count", fn, -(-n // block), block,
+                     (ctypes.c_void_p(offsets.data.ptr), ctypes.c_longlong(n),
+                      ctypes.c_void_p(out.data.ptr)))
+        return out
+
+    def _launch(self, name: str, fn, grid: int, block: int, args: tuple) -> None:
+        stream = self._cp.cuda.get_current_stream().ptr
+        self.runtime.launch(fn, grid, block, args, stream)
+        record_kernel(name)
+
+    def _reducer(self, op: S.Op, dtype: np.dtype):
+        dt = dtype.name
+        out_dtype = _out_dtype(op, dtype)
+        st = self.plan.strategy
+        role = self.plan.content_role
+        cfg = self.plan.launch_of(role, op.device)
+        items = _tile_items(st, cfg, dtype.itemsize)
+        wave = self.device.wave
+        tile = wave * items                    # elements of one wave-tile
+        waves_per_block = cfg.block // wave
+        names = {r: f"gk_{op.device}_{dt}_{r}" for r in st.passes}
+        names["partition"] = "gk_partition"
+        resident = {}
+
+        def max_waves(fn):
+            """Waves that are resident at once (the persistent grid)."""
+            if "w" not in resident:
+                per_cu = cfg.blocks_per_cu or self.runtime.occupancy(fn, cfg.block)
+                resident["w"] = per_cu * self.device.cu_count * waves_per_block
+            return resident["w"]
+
+        def reduce(offsets, content, identity=None):
+            cp = self._cp
+            offsets = self._offsets(offsets)
+            content = self.asarray(content)
+            n = offsets.shape[0] - 1
+            out = self.alloc(n, out_dtype, names[role])
+            if n <= 0:
+                return out
+            if content.dtype != dtype:
+                content = content.astype(dtype)
+            content = cp.ascontiguousarray(content)
+            if dtype.kind == "b":
+                content = content.view(np.uint8)
+            itemsize = dtype.itemsize
+            ptr = content.data.ptr
+            shift = (ptr % 16) // itemsize
+            base = ptr - shift * itemsize
+            ntiles = max(1, -(-(content.shape[0] + shift) // tile))
+            funcs = self._functions(op)
+            c_off = ctypes.c_void_p(offsets.data.ptr)
+            c_n = ctypes.c_longlong(n)
+            c_content = ctypes.c_void_p(base)
+            c_shift = ctypes.c_longlong(shift)
+            c_ntiles = ctypes.c_longlong(ntiles)
+            c_ident = ctypes.c_ulonglong(_identity_bits(identity, dtype, op))
+            c_out = ctypes.c_void_p(out.data.ptr)
+            if st.name == "naive":
+                self._launch(names["naive"], funcs[names["naive"]], -(-n // cfg.block), cfg.block,
+                             (c_off, c_n, c_content, c_shift, c_ntiles, ctypes.c_longlong(0),
+                              c_ident, c_out))
+                return out
+            fn = funcs[names[role]]
+            R = min(ntiles, max_waves(fn))     # waves, each walking a range of tiles
+            c_R = ctypes.c_longlong(R)
+            grid = -(-R // waves_per_block)
+            if st.name == "fused":
+                self._launch(names["fused"], fn, grid, cfg.block,
+                             (c_off, c_n, c_content, c_shift, c_ntiles, c_R, c_ident, c_out))
+                return out
+            # split: partition pass, reduce pass, fixup pass (every kernel of a unit runs with
+            # the block size it was compiled for)
+            scratch = self.alloc(R * (16 + 2 * _ACC_BYTES), np.uint8, names["split"])
+            sp = scratch.data.ptr
+            c_P = ctypes.c_void_p(sp)                          # int64[R]
+            c_tlist = ctypes.c_void_p(sp + 8 * R)              # int64[R]
+            c_lead = ctypes.c_void_p(sp + 16 * R)              # acc[R]
+            c_tail = ctypes.c_void_p(sp + (16 + _ACC_BYTES) * R)
+            c_E = ctypes.c_longlong(tile)
+            self._launch("gk_partition", funcs["gk_partition"], grid, cfg.block,
+                         (c_off, c_n, c_shift, c_E, c_ntiles, c_R, c_P))
+            self._launch(names["split"], fn, grid, cfg.block,
+                         (c_off, c_n, c_content, c_shift, c_ntiles, c_R, c_ident, c_P, c_lead,
+                          c_tail, c_tlist, c_out))
+            self._launch(names["fixup"], funcs[names["fixup"]], -(-R // cfg.block), cfg.block,
+                         (c_off, c_n, c_shift, c_ntiles, c_R, c_E, c_ident, c_lead, c_tail,
+                          c_tlist, c_out))
+            return out
+
+        reduce.__name__ = f"{op.contract}_{dt}"
+        return reduce

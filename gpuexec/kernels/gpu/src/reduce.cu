@@ -1,0 +1,682 @@
+// Segmented reductions over the innermost lists of a jagged array (one portable source for
+// CUDA and HIP; all vendor differences live in portability.cuh).
+//
+// Buffers: offsets int64[n+1] (may start above 0), content T[...]. The host passes the
+// content pointer rounded down to 16 bytes ("content_al") and the element shift so that
+// content[a] == content_al[a + shift]; tiles are laid out from content_al so that every
+// per-thread chunk starts on a vector boundary (vector loads that overlap the valid range
+// stay inside the allocation because allocations are 16-byte aligned and padded).
+//
+// Flattened mapping ("loop flattening"): a tile of GK_BLOCK * ITEMS consecutive content
+// elements goes to one block; each thread loads ITEMS consecutive elements with vector
+// loads and reduces the runs of equal list id in order; runs that cross threads are joined
+// by an order-preserving segmented block scan. Every list is owned by the tile holding its
+// first element (empty lists by the tile holding their position). A list that continues
+// past its owner tile is finished either by
+//   split: a partition pass (tile -> first owned list, wave-cooperative search), the
+//          reduce pass (writes a carry-out record per tile) and a fixup pass that folds the
+//          carried partials in list order (three launches, no atomics), or
+//   fused: one persistent launch; each block searches once, walks its tiles in order and
+//          finishes its own last list by reading on past the tile end.
+//   naive: one thread per list (the "direct port" baseline, also used by benchmarks).
+// Combines are applied strictly left to right within a list (never commuted), so
+// min/max keep the first of equal values (0.0 vs -0.0) and argmin/argmax the first index,
+// exactly like awkward's sequential kernels.
+
+#include "portability.cuh"
+
+#ifndef GK_ITEM_BYTES
+#define GK_ITEM_BYTES 64
+#endif
+#ifndef GK_MAX_ITEMS
+#define GK_MAX_ITEMS 16
+#endif
+// wave-tiles of content (and the offsets ahead) asked into L2 ahead of the register loads
+#ifndef GK_PREFETCH_TILES
+#define GK_PREFETCH_TILES 1
+#endif
+// batches (one list per lane) of a tile's list offsets loaded one tile ahead
+#ifndef GK_PREFETCH_BATCHES
+#define GK_PREFETCH_BATCHES 2
+#endif
+
+namespace gk {
+
+// ---------------------------------------------------------------------------------------
+// type traits (no <type_traits> under NVRTC/hiprtc without the standard library)
+template <class T> struct traits;
+#define GK_TRAITS(T, P, SIGNED, FLOAT)                     \
+  template <> struct traits<T> {                           \
+    typedef P promoted;                                    \
+    static constexpr bool is_signed = SIGNED;              \
+    static constexpr bool is_float = FLOAT;                \
+  };
+GK_TRAITS(signed char, int, true, false)
+GK_TRAITS(short, int, true, false)
+GK_TRAITS(int, int, true, false)
+GK_TRAITS(long long, long long, true, false)
+GK_TRAITS(unsigned char, unsigned, false, false)
+GK_TRAITS(unsigned short, unsigned, false, false)
+GK_TRAITS(unsigned, unsigned, false, false)
+GK_TRAITS(unsigned long long, unsigned long long, false, false)
+GK_TRAITS(float, float, true, true)
+GK_TRAITS(double, double, true, true)
+#undef GK_TRAITS
+
+template <bool C, class A, class B> struct pick { typedef A type; };
+template <class A, class B> struct pick<false, A, B> { typedef B type; };
+
+// sum/prod: integers accumulate modulo 2^64 in unsigned arithmetic (no signed-overflow UB),
+// then land in int64 (signed and bool inputs) or uint64; floats keep their dtype.
+template <class T> struct arith {
+  typedef typename pick<traits<T>::is_float, T, gk_u64>::type acc;
+  typedef typename pick<traits<T>::is_float, T,
+                        typename pick<traits<T>::is_signed, gk_i64, gk_u64>::type>::type out;
+};
+
+// ---------------------------------------------------------------------------------------
+// Operations. leaf(x, pos, head): the accumulator of one element at absolute position pos
+// (head: pos is the first element of its list); combine(l, r): l holds earlier elements.
+template <class T> struct Sum {
+  typedef typename arith<T>::acc acc_t;
+  typedef typename arith<T>::out out_t;
+  __device__ Sum(gk_u64) {}
+  __device__ acc_t identity() const { return acc_t(0); }
+  __device__ acc_t leaf(T x, gk_i64, bool) const { return acc_t(x); }
+  __device__ acc_t combine(acc_t l, acc_t r) const { return l + r; }
+  __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
+  __device__ out_t empty() const { return out_t(0); }
+};
+
+template <class T> struct Prod {
+  typedef typename arith<T>::acc acc_t;
+  typedef typename arith<T>::out out_t;
+  __device__ Prod(gk_u64) {}
+  __device__ acc_t identity() const { return acc_t(1); }
+  __device__ acc_t leaf(T x, gk_i64, bool) const { return acc_t(x); }
+  __device__ acc_t combine(acc_t l, acc_t r) const { return l * r; }
+  __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
+  __device__ out_t empty() const { return out_t(1); }
+};
+
+// counts of non-zero elements (NaN counts, -0.0 does not); sum of bools is the same count
+template <class T> struct CountNonzero {
+  typedef gk_u64 acc_t;
+  typedef gk_i64 out_t;
+  __device__ CountNonzero(gk_u64) {}
+  __device__ acc_t identity() const { return 0; }
+  __device__ acc_t leaf(T x, gk_i64, bool) const { return x != T(0) ? 1 : 0; }
+  __device__ acc_t combine(acc_t l, acc_t r) const { return l + r; }
+  __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
+  __device__ out_t empty() const { return 0; }
+};
+
+// any / all (bool out); prod of bools is "all" as int64
+template <class T, class O, unsigned IDENT> struct Logic {
+  typedef unsigned acc_t;
+  typedef O out_t;
+  __device__ Logic(gk_u64) {}
+  __device__ acc_t identity() const { return IDENT; }
+  __device__ acc_t leaf(T x, gk_i64, bool) const { return x != T(0) ? 1u : 0u; }
+  __device__ acc_t combine(acc_t l, acc_t r) const { return IDENT ? (l & r) : (l | r); }
+  __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
+  __device__ out_t empty() const { return out_t(IDENT); }
+};
+template <class T> struct Any : Logic<T, unsigned char, 0u> { __device__ Any(gk_u64 b) : Logic<T, unsigned char, 0u>(b) {} };
+template <class T> struct All : Logic<T, unsigned char, 1u> { __device__ All(gk_u64 b) : Logic<T, unsigned char, 1u>(b) {} };
+template <class T> struct ProdBool : Logic<T, gk_i64, 1u> { __device__ ProdBool(gk_u64 b) : Logic<T, gk_i64, 1u>(b) {} };
+template <class T> struct SumBool : CountNonzero<T> { __device__ SumBool(gk_u64 b) : CountNonzero<T>(b) {} };
+
+// min/max with the caller's identity (what empty lists get). NaN never wins (awkward's
+// "x < acc ? x : acc" loop): a NaN leaf is the identity. Ties keep the earlier value.
+template <class T, bool MAX> struct Extremum {
+  typedef typename traits<T>::promoted acc_t;
+  typedef T out_t;
+  acc_t ident;
+  __device__ Extremum(gk_u64 bits) : ident(acc_t(gk_from_bits<T>(bits))) {}
+  __device__ acc_t identity() const { return ident; }
+  __device__ acc_t leaf(T x, gk_i64, bool) const { return gk_isnan(x) ? ident : acc_t(x); }
+  __device__ acc_t combine(acc_t l, acc_t r) const { return (MAX ? (r > l) : (r < l)) ? r : l; }
+  __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
+  __device__ out_t empty() const { return out_t(ident); }
+};
+template <class T> struct Min : Extremum<T, false> { __device__ Min(gk_u64 b) : Extremum<T, false>(b) {} };
+template <class T> struct Max : Extremum<T, true> { __device__ Max(gk_u64 b) : Extremum<T, true>(b) {} };
+
+// argmin/argmax: (value, absolute position); idx < 0 is "nothing yet". awkward takes the
+// first element unconditionally and then replaces only on a strict improvement, so a NaN
+// first element sticks and later NaNs never win: leaf(NaN) is absent unless at the head.
+template <class P> struct ArgAcc { P v; gk_i64 idx; };
+template <class T, bool MAX> struct ArgExtremum {
+  typedef typename traits<T>::promoted P;
+  typedef ArgAcc<P> acc_t;
+  typedef gk_i64 out_t;
+  __device__ ArgExtremum(gk_u64) {}
+  __device__ acc_t identity() const { acc_t a; a.v = P(0); a.idx = -1; return a; }
+  __device__ acc_t leaf(T x, gk_i64 pos, bool head) const {
+    acc_t a; a.v = P(x); a.idx = (gk_isnan(x) && !head) ? -1 : pos; return a;
+  }
+  __device__ acc_t combine(acc_t l, acc_t r) const {
+    if (l.idx < 0) return r;
+    if (r.idx < 0) return l;
+    if (gk_isnan(l.v)) return l;  // a NaN head sticks
+    return (MAX ? (r.v > l.v) : (r.v < l.v)) ? r : l;
+  }
+  __device__ out_t finalize(acc_t a, const gk_i64* off, gk_i64 list) const {
+    return a.idx < 0 ? -1 : a.idx - off[list];
+  }
+  __device__ out_t empty() const { return -1; }
+};
+template <class T> struct ArgMin : ArgExtremum<T, false> { __device__ ArgMin(gk_u64 b) : ArgExtremum<T, false>(b) {} };
+template <class T> struct ArgMax : ArgExtremum<T, true> { __device__ ArgMax(gk_u64 b) : ArgExtremum<T, true>(b) {} };
+
+// wave shuffles of accumulators (scalars directly, pairs field by field)
+template <class A> struct shfl {
+  __device__ static A up(A a, int d) { return gk_shfl_up(a, d); }
+  __device__ static A down(A a, int d) { return gk_shfl_down(a, d); }
+  __device__ static A idx(A a, int l) { return gk_shfl(a, l); }
+};
+template <class P> struct shfl<ArgAcc<P> > {
+  __device__ static ArgAcc<P> up(ArgAcc<P> a, int d) {
+    ArgAcc<P> b; b.v = gk_shfl_up(a.v, d); b.idx = gk_shfl_up(a.idx, d); return b;
+  }
+  __device__ static ArgAcc<P> down(ArgAcc<P> a, int d) {
+    ArgAcc<P> b; b.v = gk_shfl_down(a.v, d); b.idx = gk_shfl_down(a.idx, d); return b;
+  }
+  __device__ static ArgAcc<P> idx(ArgAcc<P> a, int l) {
+    ArgAcc<P> b; b.v = gk_shfl(a.v, l); b.idx = gk_shfl(a.idx, l); return b;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Wave-cooperative lower bound: first i in [0, n) with a[i] >= target (n if none). Each
+// step probes one position per lane and narrows the range by the wave width, so 20M
+// offsets take ~5 dependent loads instead of ~25. Called by a whole wave.
+__device__ __forceinline__ gk_i64 wave_lower_bound(const gk_i64* a, gk_i64 n, gk_i64 target) {
+  const gk_i64 W = warpSize;
+  const gk_i64 lane = gk_lane();
+  gk_i64 lo = 0, hi = n;
+  while (lo < hi) {
+    const gk_i64 span = hi - lo;
+    const gk_i64 q = lo + (span * (lane + 1)) / W - 1;
+    const int pred = (q < lo) || (a[q] < target);
+    const int c = __popcll(gk_ballot(pred));
+    const gk_i64 new_lo = (c == 0) ? lo : lo + (span * c) / W;      // q[c-1] + 1
+    const gk_i64 new_hi = (c == W) ? hi : lo + (span * (c + 1)) / W - 1;  // q[c]
+    lo = new_lo;
+    hi = (c == W) ? new_lo : new_hi;
+  }
+  return lo;
+}
+
+template <class T> struct tile_shape {
+  static constexpr int VEC = GK_VEC_BYTES / (int)sizeof(T);
+  static constexpr int RAW = GK_ITEM_BYTES / (int)sizeof(T);
+  static constexpr int ITEMS = RAW > GK_MAX_ITEMS ? GK_MAX_ITEMS : (RAW < VEC ? VEC : RAW);
+  static_assert(ITEMS % VEC == 0, "items per thread must be whole vectors");
+  static_assert(ITEMS <= 32, "head bits of one lane must fit one 32-bit word");
+};
+
+// Per-block shared scratch; every wave uses its own slice (no block barriers anywhere).
+struct smem_t {
+  unsigned headbits[GK_BLOCK];            // one word per lane: bit j = element j starts a list
+  int hid[GK_BLOCK * GK_MAX_ITEMS];       // list id (relative) of each head, striped by lane
+};
+
+__device__ __forceinline__ void gk_syncwave() {
+#if defined(GK_CUDA)
+  __syncwarp(gk_sync_mask());
+#else
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+#endif
+}
+
+// Load ITEMS consecutive elements starting at absolute position a0 (vector loads; vectors
+// outside [qlo, qhi) are not touched).
+template <class T, int ITEMS>
+__device__ __forceinline__ void load_items(T (&v)[ITEMS], const T* content_al, gk_i64 shift,
+                                           gk_i64 a0, gk_i64 qlo, gk_i64 qhi) {
+  constexpr int VEC = GK_VEC_BYTES / (int)sizeof(T);
+#pragma unroll
+  for (int c = 0; c < ITEMS / VEC; ++c) {
+    const gk_i64 av = a0 + c * VEC;
+    gk_vec_view<T> u;
+    if (av + VEC > qlo && av < qhi) {
+      u.v = *reinterpret_cast<const gk_vec_t*>(content_al + (av + shift));
+    } else {
+      u.v = gk_vec_t();
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[c * VEC + e] = u.e[e];
+  }
+}
+
+// Order-preserving wave reduction; the result is returned to every lane.
+template <class Op>
+__device__ __forceinline__ typename Op::acc_t wave_reduce(const Op& op, typename Op::acc_t a) {
+  typedef typename Op::acc_t A;
+  const int W = warpSize, lane = gk_lane();
+  for (int d = 1; d < W; d <<= 1) {
+    const A o = shfl<A>::down(a, d);
+    if ((lane & (2 * d - 1)) == 0 && lane + d < W) a = op.combine(a, o);
+  }
+  return shfl<A>::idx(a, 0);
+}
+
+// One batch of list bounds: lane l gets (off[q + l], off[q + l + 1]). (Taking the end from
+// the next lane's start by a shuffle saves a load but lengthened the per-tile chain: slower
+// on the H200.)
+__device__ __forceinline__ void load_batch(const gk_i64* __restrict__ off, gk_i64 n, gk_i64 q,
+                                           gk_i64& s, gk_i64& e) {
+  const gk_i64 r = q + gk_lane();
+  s = (r < n) ? off[r] : 0;
+  e = (r < n) ? off[r + 1] : 0;
+}
+
+// Range of wave-tiles [k0, k1) of wave w out of R (the same split on host and device).
+__device__ __forceinline__ gk_i64 range_start(gk_i64 w, gk_i64 ntiles, gk_i64 R) {
+  return (w * ntiles) / R;
+}
+
+// One wave walks the wave-tiles [k0, k1) in order. A wave-tile is W * ITEMS consecutive
+// elements; lane l holds elements [l * ITEMS, (l + 1) * ITEMS) of it, loaded with vector
+// loads one tile ahead. The run that is open at a tile's end is carried into the next
+// tile; the run open at the start of the range (the "lead", a list owned by the previous
+// wave) is handed to the caller, as is the run open at the end of the range (the "tail").
+template <class Op, class T>
+struct range_result {
+  typename Op::acc_t lead;  // partial of the list owned by an earlier range
+  bool lead_closed;         // a head was seen (lead is complete for this range)
+  gk_i64 tail_list;         // list open at the range end (-1: none started in this range)
+  typename Op::acc_t tail;  // its partial
+};
+
+template <class Op, class T>
+__device__ __forceinline__ range_result<Op, T> walk_range(
+    const Op& op, const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
+    gk_i64 shift, gk_i64 k0, gk_i64 k1, gk_i64 ntiles, gk_i64 p, gk_i64 qlo, gk_i64 qhi,
+    unsigned* headbits, int* hid, typename Op::out_t* __restrict__ out) {
+  typedef typename Op::acc_t A;
+  constexpr int ITEMS = tile_shape<T>::ITEMS;
+  const int W = warpSize, lane = gk_lane();
+  const gk_i64 E = (gk_i64)W * ITEMS;
+
+  range_result<Op, T> res;
+  res.lead = op.identity();
+  res.lead_closed = false;
+  gk_i64 carry_id = -1;  // list of the open run (-1: the lead)
+  A carry = op.identity();
+
+  T v[ITEMS], nv[ITEMS];
+  load_items<T, ITEMS>(v, content_al, shift, k0 * E - shift + (gk_i64)lane * ITEMS, qlo, qhi);
+  // the first GK_PREFETCH_BATCHES batches of offsets of the next tile's lists, loaded ahead
+  gk_i64 s_pre[GK_PREFETCH_BATCHES], e_pre[GK_PREFETCH_BATCHES];
+#pragma unroll
+  for (int b = 0; b < GK_PREFETCH_BATCHES; ++b) load_batch(off, n, p + b * W, s_pre[b], e_pre[b]);
+
+  for (gk_i64 k = k0; k < k1; ++k) {
+    const gk_i64 tb = k * E - shift;
+    const gk_i64 te = tb + E;
+    const gk_i64 a0 = tb + (gk_i64)lane * ITEMS;
+    if (k + 1 < k1) load_items<T, ITEMS>(nv, content_al, shift, a0 + E, qlo, qhi);
+    if (GK_PREFETCH_TILES > 1 && k + GK_PREFETCH_TILES < k1) {
+      const gk_i64 ap = a0 + GK_PREFETCH_TILES * E;
+      if (ap < qhi) gk_prefetch_l2(content_al + (ap + shift));
+      // the offsets just past the two batches the next tile loads (128-byte lines)
+      const gk_i64 rp = p + 2 * (gk_i64)W + lane * (gk_i64)(128 / sizeof(gk_i64));
+      if (lane < 4 && rp <= n) gk_prefetch_l2(off + rp);
+    }
+
+    headbits[lane] = 0u;
+    gk_syncwave();
+    // Heads of the lists starting in this tile; empty lists are complete right here.
+    const bool last_tile = (k == ntiles - 1);
+    gk_i64 q = p;
+    gk_i64 s = s_pre[0], e = e_pre[0];
+    for (int batch = 1;; ++batch) {
+      const bool exists = q + lane < n;
+      const bool in = exists && (last_tile || s < te);
+      const bool nonempty = in && e > s;
+      if (in && !nonempty) out[q + lane] = op.empty();
+      if (nonempty) {
+        const int rel = (int)(s - tb);
+        const int owner = rel / ITEMS, j = rel - owner * ITEMS;
+        hid[j * W + owner] = (int)(q + lane - p);
+        atomicOr(&headbits[owner], 1u << j);
+      }
+      const int cnt = __popcll(gk_ballot(in));
+      q += cnt;
+      if (cnt < W) break;
+      if (batch < GK_PREFETCH_BATCHES) {
+#pragma unroll
+        for (int b = 1; b < GK_PREFETCH_BATCHES; ++b) {
+          if (b == batch) { s = s_pre[b]; e = e_pre[b]; }
+        }
+      } else {
+        load_batch(off, n, q, s, e);
+      }
+    }
+    const gk_i64 p_next = q;
+#pragma unroll
+    for (int b = 0; b < GK_PREFETCH_BATCHES; ++b)  // the next tile's first batches
+      load_batch(off, n, p_next + b * W, s_pre[b], e_pre[b]);
+    gk_syncwave();
+
+    // This lane's elements in order.
+    const unsigned hb = headbits[lane];
+    A acc = op.identity(), first = op.identity();
+    int cur = -1;
+    const bool full = a0 >= qlo && a0 + ITEMS <= qhi;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      const bool head = (hb >> j) & 1u;
+      if (head) {
+        const int h = hid[j * W + lane];
+        if (cur >= 0) {
+          out[p + cur] = op.finalize(acc, off, p + cur);  // run closed inside this lane
+        } else {
+          first = acc;
+        }
+        cur = h;
+        acc = op.identity();
+      }
+      const gk_i64 a = a0 + j;
+      if (full || (a >= qlo && a < qhi)) acc = op.combine(acc, op.leaf(v[j], a, head));
+    }
+
+    // Segmented scan across lanes: the run open before each lane (id -1: the carry).
+    int iid = cur;
+    A iacc = acc;
+    for (int d = 1; d < W; d <<= 1) {
+      const int uid = gk_shfl_up(iid, d);
+      const A uacc = shfl<A>::up(iacc, d);
+      if (lane >= d && iid < 0) {
+        iacc = op.combine(uacc, iacc);
+        iid = uid;
+      }
+    }
+    int eid = gk_shfl_up(iid, 1);
+    A eacc = shfl<A>::up(iacc, 1);
+    if (lane == 0) {
+      eid = -1;
+      eacc = op.identity();
+    }
+    if (cur >= 0) {
+      const A pre = op.combine(eacc, first);  // the run open before this lane ends here
+      if (eid >= 0) {
+        out[p + eid] = op.finalize(pre, off, p + eid);
+      } else {
+        const A closed = op.combine(carry, pre);
+        if (carry_id >= 0) {
+          out[carry_id] = op.finalize(closed, off, carry_id);
+        } else {
+          res.lead = closed;  // only this lane records it; fixed up below
+        }
+      }
+    }
+    // the lead is complete once any lane saw a head in this range
+    const gk_lanemask_t heads = gk_ballot(cur >= 0);
+    if (carry_id < 0 && heads != 0) {
+      const int firstlane = __ffsll((long long)heads) - 1;
+      res.lead = shfl<A>::idx(res.lead, firstlane);
+      res.lead_closed = true;
+    }
+    // the run open at the tile end becomes the carry
+    const int tid_ = gk_shfl(iid, W - 1);
+    const A tacc = shfl<A>::idx(iacc, W - 1);
+    if (tid_ >= 0) {
+      carry_id = p + tid_;
+      carry = tacc;
+    } else {
+      carry = op.combine(carry, tacc);
+    }
+    p = p_next;
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) v[j] = nv[j];
+    gk_syncwave();
+  }
+  if (!res.lead_closed) res.lead = carry;  // no list starts in this range
+  res.tail_list = carry_id;
+  res.tail = carry;
+  return res;
+}
+
+// Finish list r (whose partial is acc) by reading on from position from to its end, a
+// wave-tile at a time, in order.
+template <class Op, class T>
+__device__ __forceinline__ typename Op::acc_t walk_on(const Op& op, const gk_i64* off,
+                                                      const T* content_al, gk_i64 shift,
+                                                      gk_i64 from, gk_i64 end, gk_i64 qlo,
+                                                      typename Op::acc_t acc) {
+  typedef typename Op::acc_t A;
+  constexpr int ITEMS = tile_shape<T>::ITEMS;
+  const int W = warpSize, lane = gk_lane();
+  const gk_i64 E = (gk_i64)W * ITEMS;
+  for (gk_i64 rb = from; rb < end; rb += E) {
+    T w[ITEMS];
+    const gk_i64 b0 = rb + (gk_i64)lane * ITEMS;
+    load_items<T, ITEMS>(w, content_al, shift, b0, qlo, end);
+    A part = op.identity();
+#pragma unroll
+    for (int j = 0; j < ITEMS; ++j) {
+      if (b0 + j < end) part = op.combine(part, op.leaf(w[j], b0 + j, false));
+    }
+    acc = op.combine(acc, wave_reduce<Op>(op, part));
+  }
+  return acc;
+}
+
+// ---------------------------------------------------------------------------------------
+// kernel bodies (the extern "C" entry points below instantiate them per op and dtype).
+// Waves are numbered globally; wave w walks wave-tiles [R_w, R_{w+1}) with
+// R_w = w * ntiles / R.
+
+__device__ __forceinline__ gk_i64 global_wave() {
+  return (gk_i64)blockIdx.x * (GK_BLOCK / warpSize) + gk_wave();
+}
+
+// split, pass 1: P[w] = first list whose first element is at or after range w's start.
+__device__ void partition_body(const gk_i64* __restrict__ off, gk_i64 n, gk_i64 shift, gk_i64 E,
+                               gk_i64 ntiles, gk_i64 R, gk_i64* __restrict__ P) {
+  const gk_i64 w = global_wave();
+  if (w >= R) return;  // whole waves leave together
+  const gk_i64 p = wave_lower_bound(off, n, range_start(w, ntiles, R) * E - shift);
+  if (gk_lane() == 0) P[w] = p;
+}
+
+// split, pass 2: each wave walks its range and writes its lead and tail records.
+template <class Op, class T>
+__device__ __forceinline__ void split_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
+                           gk_i64 shift, gk_i64 ntiles, gk_i64 R, gk_u64 ident,
+                           const gk_i64* __restrict__ P, typename Op::acc_t* lead_acc,
+                           typename Op::acc_t* tail_acc, gk_i64* tail_list,
+                           typename Op::out_t* __restrict__ out) {
+  __shared__ smem_t sm;
+  const gk_i64 w = global_wave();
+  if (w >= R) return;
+  const Op op(ident);
+  const int W = warpSize;
+  const gk_i64 E = (gk_i64)W * tile_shape<T>::ITEMS;
+  const gk_i64 k0 = range_start(w, ntiles, R), k1 = range_start(w + 1, ntiles, R);
+  const gk_i64 qlo = off[0], qhi = off[n];
+  range_result<Op, T> res = walk_range<Op, T>(
+      op, off, n, content_al, shift, k0, k1, ntiles, P[w], qlo, qhi,
+      sm.headbits + gk_wave() * W, sm.hid + gk_wave() * W * tile_shape<T>::ITEMS, out);
+  if (gk_lane() == 0) {
+    lead_acc[w] = res.lead;
+    gk_i64 tl = -1;
+    if (res.tail_list >= 0) {
+      if (off[res.tail_list + 1] <= k1 * E - shift) {
+        out[res.tail_list] = op.finalize(res.tail, off, res.tail_list);
+      } else {
+        tl = res.tail_list;
+        tail_acc[w] = res.tail;
+      }
+    }
+    tail_list[w] = tl;
+  }
+}
+
+// split, pass 3: fold the partials of lists that continued past their range.
+template <class Op, class T>
+__device__ void fixup_body(const gk_i64* __restrict__ off, gk_i64 n, gk_i64 shift, gk_i64 ntiles,
+                           gk_i64 R, gk_i64 E, gk_u64 ident, const typename Op::acc_t* lead_acc,
+                           const typename Op::acc_t* tail_acc, const gk_i64* tail_list,
+                           typename Op::out_t* __restrict__ out) {
+  const gk_i64 w = (gk_i64)blockIdx.x * GK_BLOCK + threadIdx.x;
+  if (w >= R) return;
+  const gk_i64 r = tail_list[w];
+  if (r < 0) return;
+  const Op op(ident);
+  const gk_i64 end = off[r + 1];
+  typename Op::acc_t acc = tail_acc[w];
+  for (gk_i64 j = w + 1; j < R && range_start(j, ntiles, R) * E - shift < end; ++j)
+    acc = op.combine(acc, lead_acc[j]);
+  out[r] = op.finalize(acc, off, r);
+}
+
+// fused: one launch; each wave searches its start, walks its range and finishes its last
+// list by reading on past the range end.
+template <class Op, class T>
+__device__ __forceinline__ void fused_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
+                           gk_i64 shift, gk_i64 ntiles, gk_i64 R, gk_u64 ident,
+                           typename Op::out_t* __restrict__ out) {
+  __shared__ smem_t sm;
+  const gk_i64 w = global_wave();
+  if (w >= R) return;
+  const Op op(ident);
+  const int W = warpSize;
+  const gk_i64 E = (gk_i64)W * tile_shape<T>::ITEMS;
+  const gk_i64 k0 = range_start(w, ntiles, R), k1 = range_start(w + 1, ntiles, R);
+  const gk_i64 qlo = off[0], qhi = off[n];
+  const gk_i64 p0 = wave_lower_bound(off, n, k0 * E - shift);
+  range_result<Op, T> res = walk_range<Op, T>(
+      op, off, n, content_al, shift, k0, k1, ntiles, p0, qlo, qhi,
+      sm.headbits + gk_wave() * W, sm.hid + gk_wave() * W * tile_shape<T>::ITEMS, out);
+  if (res.tail_list >= 0) {
+    const gk_i64 r = res.tail_list;
+    const gk_i64 end = off[r + 1];
+    const gk_i64 range_end = k1 * E - shift;
+    typename Op::acc_t acc = res.tail;
+    if (end > range_end) acc = walk_on<Op, T>(op, off, content_al, shift, range_end, end, qlo, acc);
+    if (gk_lane() == 0) out[r] = op.finalize(acc, off, r);
+  }
+}
+
+// naive: one thread per list, walking it element by element (the direct port).
+template <class Op, class T>
+__device__ void naive_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
+                           gk_i64 shift, gk_u64 ident, typename Op::out_t* __restrict__ out) {
+  const gk_i64 r = (gk_i64)blockIdx.x * GK_BLOCK + threadIdx.x;
+  if (r >= n) return;
+  const Op op(ident);
+  const gk_i64 s = off[r], e = off[r + 1];
+  if (s == e) {
+    out[r] = op.empty();
+    return;
+  }
+  typename Op::acc_t acc = op.identity();
+  for (gk_i64 a = s; a < e; ++a) acc = op.combine(acc, op.leaf(content_al[a + shift], a, a == s));
+  out[r] = op.finalize(acc, off, r);
+}
+
+}  // namespace gk
+
+// ---------------------------------------------------------------------------------------
+// extern "C" entry points: gk_<op>_<dtype>_<variant>. A compile unit selects one op
+// (GK_OP_<NAME>) and one strategy (GK_VARIANT_SPLIT | GK_VARIANT_FUSED | GK_VARIANT_NAIVE).
+
+#define GK_LB GK_LAUNCH_BOUNDS(GK_BLOCK, GK_MIN_BLOCKS)
+
+#if defined(GK_VARIANT_SPLIT)
+#if !defined(GK_OP_COUNT)
+extern "C" __global__ void GK_LB gk_partition(const gk_i64* off, gk_i64 n, gk_i64 shift, gk_i64 E,
+                                             gk_i64 ntiles, gk_i64 R, gk_i64* P) {
+  gk::partition_body(off, n, shift, E, ntiles, R, P);
+}
+#endif
+#define GK_EMIT(OPN, DT, OP, T)                                                                      \
+  extern "C" __global__ void GK_LB gk_##OPN##_##DT##_split(                                          \
+      const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
+      gk_u64 ident, const gk_i64* P, OP<T>::acc_t* lead_acc, OP<T>::acc_t* tail_acc,                 \
+      gk_i64* tail_list, OP<T>::out_t* out) {                                                        \
+    gk::split_body<OP<T>, T>(off, n, content_al, shift, ntiles, R, ident, P, lead_acc, tail_acc,     \
+                             tail_list, out);                                                        \
+  }                                                                                                  \
+  extern "C" __global__ void GK_LB gk_##OPN##_##DT##_fixup(                                          \
+      const gk_i64* off, gk_i64 n, gk_i64 shift, gk_i64 ntiles, gk_i64 R, gk_i64 E, gk_u64 ident,    \
+      const OP<T>::acc_t* lead_acc, const OP<T>::acc_t* tail_acc, const gk_i64* tail_list,           \
+      OP<T>::out_t* out) {                                                                           \
+    gk::fixup_body<OP<T>, T>(off, n, shift, ntiles, R, E, ident, lead_acc, tail_acc, tail_list, out); \
+  }
+#elif defined(GK_VARIANT_FUSED)
+#define GK_EMIT(OPN, DT, OP, T)                                                                      \
+  extern "C" __global__ void GK_LB gk_##OPN##_##DT##_fused(                                          \
+      const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
+      gk_u64 ident, OP<T>::out_t* out) {                                                             \
+    gk::fused_body<OP<T>, T>(off, n, content_al, shift, ntiles, R, ident, out);                      \
+  }
+#elif defined(GK_VARIANT_NAIVE)
+#define GK_EMIT(OPN, DT, OP, T)                                                                      \
+  extern "C" __global__ void GK_LB gk_##OPN##_##DT##_naive(                                          \
+      const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
+      gk_u64 ident, OP<T>::out_t* out) {                                                             \
+    gk::naive_body<OP<T>, T>(off, n, content_al, shift, ident, out);                                 \
+  }
+#else
+#error "define one of GK_VARIANT_SPLIT, GK_VARIANT_FUSED, GK_VARIANT_NAIVE"
+#endif
+
+// list lengths (reads offsets only; the same in every strategy)
+#if defined(GK_OP_COUNT)
+extern "C" __global__ void GK_LB gk_count(const gk_i64* off, gk_i64 n, gk_i64* out) {
+  const gk_i64 r = (gk_i64)blockIdx.x * GK_BLOCK + threadIdx.x;
+  if (r < n) out[r] = off[r + 1] - off[r];
+}
+#endif
+
+// dtype tables: (name, C type)
+#define GK_INTS(X, OPN, OP)                                                                         \
+  X(OPN, int8, OP, signed char) X(OPN, int16, OP, short) X(OPN, int32, OP, int)                     \
+  X(OPN, int64, OP, long long) X(OPN, uint8, OP, unsigned char) X(OPN, uint16, OP, unsigned short)  \
+  X(OPN, uint32, OP, unsigned) X(OPN, uint64, OP, unsigned long long)
+#define GK_FLOATS(X, OPN, OP) X(OPN, float32, OP, float) X(OPN, float64, OP, double)
+#define GK_BOOL(X, OPN, OP) X(OPN, bool, OP, unsigned char)
+#define GK_NUMBERS(X, OPN, OP) GK_INTS(X, OPN, OP) GK_FLOATS(X, OPN, OP)
+#define GK_ALL(X, OPN, OP) GK_NUMBERS(X, OPN, OP) GK_BOOL(X, OPN, OP)
+
+#if defined(GK_OP_SUM)
+GK_NUMBERS(GK_EMIT, sum, gk::Sum)
+#endif
+#if defined(GK_OP_PROD)
+GK_NUMBERS(GK_EMIT, prod, gk::Prod)
+#endif
+#if defined(GK_OP_SUM_BOOL)
+GK_BOOL(GK_EMIT, sum_bool, gk::SumBool)
+#endif
+#if defined(GK_OP_PROD_BOOL)
+GK_BOOL(GK_EMIT, prod_bool, gk::ProdBool)
+#endif
+#if defined(GK_OP_MIN)
+GK_ALL(GK_EMIT, min, gk::Min)
+#endif
+#if defined(GK_OP_MAX)
+GK_ALL(GK_EMIT, max, gk::Max)
+#endif
+#if defined(GK_OP_ARGMIN)
+GK_ALL(GK_EMIT, argmin, gk::ArgMin)
+#endif
+#if defined(GK_OP_ARGMAX)
+GK_ALL(GK_EMIT, argmax, gk::ArgMax)
+#endif
+#if defined(GK_OP_COUNTNONZERO)
+GK_ALL(GK_EMIT, countnonzero, gk::CountNonzero)
+#endif
+#if defined(GK_OP_ANY)
+GK_ALL(GK_EMIT, any, gk::Any)
+#endif
+#if defined(GK_OP_ALL)
+GK_ALL(GK_EMIT, all, gk::All)
+#endif

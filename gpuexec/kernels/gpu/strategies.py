@@ -1,0 +1,252 @@
+"""The vendor strategy table: which kernel variant and launch configuration each GPU
+architecture gets. One data table; the backend looks rows up, call sites never branch on
+the vendor.
+
+Strategies (all valid on any wave width; the table only picks the default):
+
+  split  partition pass + reduce pass + fixup pass (three lean kernels, no atomics);
+         flattened (threads walk the flat content), 128-bit loads. The paper's HIP recipe
+         for 64-lane wavefronts: lean passes at full occupancy beat one fused pass.
+  fused  one persistent kernel that searches its start once, walks its tiles in order and
+         finishes boundary lists itself; flattened, 128-bit loads. For 32-lane warps.
+  naive  one thread per list (the direct port); a baseline for benchmarks and tests.
+
+Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive`` and ``GPUEXEC_GPU_LAUNCH``
+(``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``),
+or the same through ``GPUBackend(strategy=..., launch=...)``.
+
+``compile_units(arch)`` lists every (source, defines) the runtime may compile for an
+architecture with the extern "C" kernels each defines and what the strategy promises about
+their machine code; the CI compile gates assert those promises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+SRC_DIR = os.path.join(os.path.dirname(__file__), "src")
+REDUCE_SOURCE = "reduce.cu"
+
+INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+FLOATS = ("float32", "float64")
+NUMBERS = INTS + FLOATS
+ALL = NUMBERS + ("bool",)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One reduction: the backend contract name, its device name and its dtypes."""
+
+    contract: str          # name in the Backend kernel table (``reduce_sum``)
+    device: str            # name inside extern "C" symbols (``sum`` -> gk_sum_float64_fused)
+    define: str            # selects it in reduce.cu
+    dtypes: tuple[str, ...]  # content dtypes; () for offsets-only kernels
+
+
+OPS: tuple[Op, ...] = (
+    Op("reduce_sum", "sum", "GK_OP_SUM", NUMBERS),
+    Op("reduce_prod", "prod", "GK_OP_PROD", NUMBERS),
+    Op("reduce_sum_bool", "sum_bool", "GK_OP_SUM_BOOL", ("bool",)),
+    Op("reduce_prod_bool", "prod_bool", "GK_OP_PROD_BOOL", ("bool",)),
+    Op("reduce_min", "min", "GK_OP_MIN", ALL),
+    Op("reduce_max", "max", "GK_OP_MAX", ALL),
+    Op("reduce_argmin", "argmin", "GK_OP_ARGMIN", ALL),
+    Op("reduce_argmax", "argmax", "GK_OP_ARGMAX", ALL),
+    Op("reduce_countnonzero", "countnonzero", "GK_OP_COUNTNONZERO", ALL),
+    Op("reduce_any", "any", "GK_OP_ANY", ALL),
+    Op("reduce_all", "all", "GK_OP_ALL", ALL),
+    Op("reduce_count", "count", "GK_OP_COUNT", ()),
+)
+OPS_BY_CONTRACT = {op.contract: op for op in OPS}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Launch configuration of one kernel role. ``block`` and ``item_bytes`` are compiled
+    in (they size shared memory); ``blocks_per_cu`` sizes persistent grids."""
+
+    block: int = 256          # threads per block, a multiple of 64
+    item_bytes: int = 64      # content bytes each thread loads per tile
+    min_blocks: int = 2       # CUDA launch bound: resident blocks per SM the registers allow
+    blocks_per_cu: int = 0    # persistent grid = blocks_per_cu * CU count (0: as many as fit)
+    prefetch_tiles: int = 1   # wave-tiles of content asked into L2 ahead (1: none)
+
+    def __post_init__(self):
+        if self.block % 64 or not 64 <= self.block <= 1024:
+            raise ValueError(f"block size must be a multiple of 64 in [64, 1024], got {self.block}")
+        if self.item_bytes not in (16, 32, 64, 128):
+            raise ValueError(f"item_bytes must be 16, 32, 64 or 128, got {self.item_bytes}")
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    define: str                # GK_VARIANT_*
+    passes: tuple[str, ...]    # kernel roles launched per reduction, in order
+    flatten: bool              # threads walk the flat content rather than one list each
+    vec_bytes: int             # width of content loads (16 = 128-bit)
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "split": Strategy("split", "GK_VARIANT_SPLIT", ("partition", "split", "fixup"), True, 16),
+    "fused": Strategy("fused", "GK_VARIANT_FUSED", ("fused",), True, 16),
+    "naive": Strategy("naive", "GK_VARIANT_NAIVE", ("naive",), False, 8),
+}
+
+
+@dataclass(frozen=True)
+class ArchRow:
+    pattern: str                 # regular expression on the architecture name
+    vendor: str                  # "cuda" | "hip"
+    wave: int                    # lanes per wave
+    strategy: str                # default strategy
+    launch: dict = field(default_factory=dict)  # role -> Launch (missing roles: Launch())
+
+
+# The table. First matching row wins.
+ARCHES: tuple[ArchRow, ...] = (
+    # CDNA (MI100 gfx908, MI210/MI250X gfx90a, MI300A/X gfx942, MI350 gfx950): 64-lane waves
+    ArchRow(r"gfx9\d[0-9a-f]", "hip", 64, "split",
+            {"split": Launch(256, 64), "fixup": Launch(256, 64), "partition": Launch(256, 64)}),
+    # RDNA (gfx10xx/gfx11xx/gfx12xx) runs wave32 by default
+    ArchRow(r"gfx1[0-2]\d[0-9a-f]", "hip", 32, "fused", {"fused": Launch(256, 64)}),
+    # NVIDIA: 32-lane warps; fused, with 128-bit loads
+    # (register-bound: 3 resident blocks where the kernel fits 85 registers without spills)
+    ArchRow(r"sm_\d+a?", "cuda", 32, "fused",
+            {"fused": Launch(256, 64, 3), "fused:argmin": Launch(256, 64, 2),
+             "fused:argmax": Launch(256, 64, 2), "split": Launch(256, 64, 2)}),
+)
+
+
+def arch_row(arch: str) -> ArchRow:
+    for row in ARCHES:
+        if re.fullmatch(row.pattern, arch):
+            return row
+    raise LookupError(f"no gpuexec strategy row for GPU architecture {arch!r}")
+
+
+def _parse_launch(text: str) -> dict[str, dict]:
+    """``"block=512,item_bytes=32"`` (reduce roles) or ``"fixup:block=128;fused:block=512"``."""
+    out: dict[str, dict] = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        role, _, kv = part.rpartition(":")
+        fields = {}
+        for item in filter(None, (x.strip() for x in kv.split(","))):
+            key, _, val = item.partition("=")
+            if key not in Launch.__dataclass_fields__:
+                raise ValueError(f"GPUEXEC_GPU_LAUNCH: unknown field {key!r}")
+            fields[key] = int(val)
+        for r in ([role] if role else ["split", "fused", "naive"]):
+            out.setdefault(r, {}).update(fields)
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one backend instance runs on one architecture."""
+
+    arch: str
+    vendor: str
+    wave: int
+    strategy: Strategy
+    launch: dict  # role -> Launch
+
+    def launch_of(self, role: str, op: str | None = None) -> Launch:
+        """The launch configuration of ``role`` (``"role:op"`` rows override per op)."""
+        if op is not None and f"{role}:{op}" in self.launch:
+            return self.launch[f"{role}:{op}"]
+        return self.launch.get(role, Launch())
+
+    @property
+    def content_role(self) -> str:
+        """The pass that reads the content; its launch configuration is compiled into
+        every kernel of the unit (block size, items per thread)."""
+        st = self.strategy
+        return st.passes[1] if st.name == "split" else st.passes[0]
+
+
+def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None) -> Plan:
+    """The strategy and launch configuration for ``arch`` after overrides (argument, then
+    environment, then the table)."""
+    row = arch_row(arch)
+    name = strategy or os.environ.get("GPUEXEC_GPU_STRATEGY") or row.strategy
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown GPU strategy {name!r}; known: {', '.join(STRATEGIES)}")
+    configs = dict(row.launch)
+    overrides = {}
+    env = os.environ.get("GPUEXEC_GPU_LAUNCH")
+    if env:
+        overrides.update(_parse_launch(env))
+    if isinstance(launch, str):
+        launch = _parse_launch(launch)
+    for role, fields in (launch or {}).items():
+        overrides.setdefault(role, {}).update(fields)
+    for role, fields in overrides.items():
+        configs[role] = replace(configs.get(role, Launch()), **fields)
+    return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs)
+
+
+@dataclass
+class CompileUnit:
+    """One compilation of a source with defines, as the runtime and the CI gates do it."""
+
+    source: str                         # file name under gpuexec/kernels/gpu/src
+    defines: dict                       # name -> value (str or int)
+    kernels: list                       # extern "C" names it defines
+    promises: dict                      # kernel -> set of strings ("vector_load_128", "wave64")
+    strategy: str = ""
+    op: str = ""
+
+
+def kernel_names(op: Op, strategy: Strategy) -> dict[str, list[str]]:
+    """role -> extern "C" names of ``op`` under ``strategy`` (one per dtype)."""
+    if not op.dtypes:
+        return {"count": ["gk_count"]}
+    roles: dict[str, list[str]] = {}
+    for role in strategy.passes:
+        if role == "partition":
+            roles[role] = ["gk_partition"]
+        else:
+            roles[role] = [f"gk_{op.device}_{dt}_{role}" for dt in op.dtypes]
+    return roles
+
+
+def unit_for(p: Plan, op: Op) -> CompileUnit:
+    st = p.strategy
+    cfg = p.launch_of(p.content_role, op.device)
+    defines = {
+        st.define: 1,
+        op.define: 1,
+        "GK_BLOCK": cfg.block,
+        "GK_ITEM_BYTES": cfg.item_bytes,
+        "GK_VEC_BYTES": st.vec_bytes,
+        "GK_MIN_BLOCKS": cfg.min_blocks,
+        "GK_PREFETCH_TILES": cfg.prefetch_tiles,
+    }
+    promises: dict[str, set] = {}
+    kernels: list[str] = []
+    for role, names in kernel_names(op, st).items():
+        for name in names:
+            kernels.append(name)
+            pr = set()
+            if p.wave == 64:
+                pr.add("wave64")
+            if st.vec_bytes == 16 and st.flatten and role in ("split", "fused"):
+                pr.add("vector_load_128")
+            promises[name] = pr
+    return CompileUnit(REDUCE_SOURCE, defines, kernels, promises, st.name, op.contract)
+
+
+def compile_units(arch: str) -> list[CompileUnit]:
+    """Every compile unit the runtime may build for ``arch``: each op under each strategy
+    (the default one and the alternatives tests and benchmarks select), with the launch
+    configuration of the table row (environment overrides ignored: the gates check the
+    table itself)."""
+    row = arch_row(arch)
+    units = []
+    for name in STRATEGIES:
+        p = Plan(arch, row.vendor, row.wave, STRATEGIES[name], dict(row.launch))
+        units.extend(unit_for(p, op) for op in OPS)
+    return units

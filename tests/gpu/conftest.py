@@ -1,0 +1,53 @@
+"""GPU tests run only where CuPy sees a GPU; elsewhere every test here is skipped (not
+errored), so the normal suite stays green on machines without one."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def _gpu_reason() -> str | None:
+    try:
+        import cupy
+    except Exception as err:  # ImportError, or a CuPy without its CUDA/ROCm runtime
+        return f"CuPy not importable ({type(err).__name__})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no GPU visible to CuPy"
+    except Exception as err:
+        return f"no GPU visible to CuPy ({type(err).__name__})"
+    try:
+        from gpuexec.kernels.gpu import load_bindings
+
+        load_bindings()
+    except Exception as err:
+        return f"GPU runtime bindings unavailable ({err})"
+    return None
+
+
+_REASON = _gpu_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _REASON is None:
+        return
+    skip = pytest.mark.skip(reason=f"GPU tests: {_REASON}")
+    for item in items:
+        if "tests/gpu/" in item.nodeid.replace("\\", "/") or item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
+_backends: dict = {}
+
+
+@pytest.fixture(scope="session")
+def gpu_backend_factory():
+    """GPUBackend per strategy, created once per session (modules compile once)."""
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    def make(strategy: str):
+        if strategy not in _backends:
+            _backends[strategy] = GPUBackend(strategy=strategy)
+        return _backends[strategy]
+
+    return make

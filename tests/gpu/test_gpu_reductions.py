@@ -1,0 +1,289 @@
+"""Differential tests of the GPU reductions against awkward on the host: every public
+reduction x dtype x layout x strategy (split, fused, naive). Integers, counts, min/max and
+arg-reductions must be identical (values, types, option structure); float sum/prod agree
+within the summation error bound |got - want| <= n * eps * sum|x| (prod: n * eps * |want|)
+per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
+products can leave the normal range) are compared for NaN-ness only."""
+
+from __future__ import annotations
+
+import math
+
+import awkward as ak
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpuexec.kernels as gk
+from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged
+
+pytestmark = pytest.mark.gpu
+
+STRATEGIES = ["split", "fused", "naive"]
+FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzero", "any", "all"]
+
+
+# -- data ------------------------------------------------------------------------------------
+def _values(rng, dtype, m):
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.random(m) < 0.5
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        wide = rng.integers(info.min, info.max, size=m, endpoint=True, dtype=dt)
+        small = rng.integers(max(info.min, -3), min(info.max, 3), size=m, endpoint=True).astype(dt)
+        return np.where(rng.random(m) < 0.5, wide, small).astype(dt)
+    x = (rng.standard_normal(m) * 10.0 ** rng.integers(-3, 4, size=m)).astype(dt)
+    ties = rng.integers(-2, 3, size=m).astype(dt)
+    x = np.where(rng.random(m) < 0.2, ties, x)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=dt)
+    pick = rng.random(m) < 0.03
+    x[pick] = special[rng.integers(0, len(special), size=int(pick.sum()))]
+    return x
+
+
+def _counts(rng, kind):
+    if kind == "small":
+        n = int(rng.integers(0, 60))
+        c = rng.poisson(3, n)
+        c[rng.random(n) < 0.2] = 0
+        return c
+    if kind == "edge":
+        return np.array([0, 1, 0, 0, 2, 0], dtype=np.int64)
+    # "long": lists crossing many tiles, runs of empty lists, one list over 16 tiles
+    c = np.concatenate([rng.poisson(4, 300), rng.integers(900, 9000, 12), np.zeros(40, np.int64),
+                        [70_000], rng.poisson(2, 200), np.zeros(3, np.int64)])
+    return rng.permutation(c)
+
+
+def make_case(dtype, layout, kind, seed):
+    rng = np.random.default_rng(seed)
+    c = np.asarray(_counts(rng, kind), dtype=np.int64)
+    offsets = np.zeros(len(c) + 1, dtype=np.int64)
+    np.cumsum(c, out=offsets[1:])
+    content = _values(rng, dtype, int(offsets[-1]))
+    return build(layout, offsets, content)
+
+
+CASES = [("small", 1), ("edge", 2), ("long", 3)]
+
+
+# -- comparison --------------------------------------------------------------------------------
+def _reference(fname, x):
+    return getattr(ak, fname)(x, axis=-1)
+
+
+def _bound_parts(fname, x):
+    """Per-list (n, scale, defined) with the structure of the reduction's result."""
+    a = ak.values_astype(abs(x), np.float64)
+    n = ak.count(x, axis=-1)
+    eps = np.finfo(_leaf_dtype(x)).eps
+    if fname == "sum":
+        scale = ak.sum(a, axis=-1)
+        return n, scale, eps
+    big = ak.prod(ak.where(a > 1, a, 1), axis=-1)
+    nonzero_small = ak.prod(ak.where((a < 1) & (a > 0), a, 1), axis=-1)
+    return n, (big, nonzero_small), eps
+
+
+def _leaf_dtype(x):
+    layout = ak.to_layout(x)
+    while not isinstance(layout, ak.contents.NumpyArray):
+        layout = layout.content
+    return layout.dtype
+
+
+def _close(fname, got, want, n, scale, eps, tiny, fmax):
+    """``scale`` is computed in float64 whatever the dtype; the bound is undefined where the
+    dtype's own arithmetic can overflow (scale > fmax) or underflow (products below tiny)."""
+    if want is None or got is None:
+        assert got is None and want is None, (got, want)
+        return
+    if isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want)
+        for i in range(len(want)):
+            sc = scale[i] if fname == "sum" else (scale[0][i], scale[1][i])
+            _close(fname, got[i], want[i], n[i], sc, eps, tiny, fmax)
+        return
+    if got == want:
+        return
+    if math.isnan(want):
+        if fname == "sum" and not scale <= fmax:  # inf - inf, or overflow in some orders
+            assert math.isnan(scale) is False or math.isnan(got), (got, want)
+            return
+        assert math.isnan(got), (got, want)
+        return
+    if fname == "sum":
+        if not scale <= fmax:
+            return
+        assert abs(got - want) <= n * eps * scale, (got, want, n, scale)
+    else:
+        big, small = scale
+        if not big <= fmax or (small != 1 and small < tiny):
+            return
+        assert abs(got - want) <= n * eps * abs(want), (got, want, n)
+
+
+def check(fname, x, backend):
+    """gk.<fname> on the device copy of ``x`` with ``backend`` against awkward on the host."""
+    want = _reference(fname, x)
+    xd = ak.to_backend(x, "cuda")
+    got = getattr(gk, fname)(xd, axis=-1, backend=backend)
+    assert ak.backend(got) == "cuda"
+    got = ak.to_backend(got, "cpu")
+    dtype = _leaf_dtype(x)
+    if fname in ("sum", "prod") and dtype.kind == "f":
+        assert str(got.type) == str(want.type), (got.type, want.type)
+        n, scale, eps = _bound_parts(fname, x)
+        scale_l = scale.to_list() if fname == "sum" else (scale[0].to_list(), scale[1].to_list())
+        _close(fname, got.to_list(), want.to_list(), n.to_list(), scale_l, eps,
+               np.finfo(dtype).tiny, np.finfo(dtype).max)
+    else:
+        assert_same(got, want)
+
+
+# -- the full product ------------------------------------------------------------------------
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("fname", FUNCS)
+def test_reduction_matches_awkward(fname, dtype, layout, strategy, gpu_backend_factory):
+    be = gpu_backend_factory(strategy)
+    for kind, seed in CASES:
+        x = make_case(dtype, layout, kind, seed)
+        check(fname, x, be)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("fname", FUNCS)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_reduction_random_shapes(fname, strategy, data, gpu_backend_factory):
+    x = data.draw(jagged(max_lists=60, max_len=40))
+    check(fname, x, gpu_backend_factory(strategy))
+
+
+# -- buffer level: misaligned content, offsets starting late, lists across tiles ----------------
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dtype", ["float64", "int32", "int8", "bool", "uint16"])
+@pytest.mark.parametrize("start", [0, 1, 3, 7])
+def test_kernel_on_misaligned_views(strategy, dtype, start, gpu_backend_factory):
+    import cupy as cp
+
+    be = gpu_backend_factory(strategy)
+    cpu = gk.get_backend("cpu")
+    rng = np.random.default_rng(start)
+    c = rng.integers(0, 700, 400)
+    offsets = np.zeros(len(c) + 1, dtype=np.int64)
+    np.cumsum(c, out=offsets[1:])
+    offsets += 5  # lists begin 5 elements into the (view of the) content
+    full = _values(rng, dtype, int(offsets[-1]) + start + 9)
+    content = full[start:]
+    d_content = cp.asarray(full)[start:]
+    kinds = ["reduce_countnonzero", "reduce_argmax", "reduce_any"]
+    if dtype == "bool":
+        kinds += ["reduce_sum_bool", "reduce_prod_bool"]
+    else:
+        kinds += ["reduce_sum", "reduce_max"]
+    for name in kinds:
+        args = (offsets, content)
+        d_args = (cp.asarray(offsets), d_content)
+        if name == "reduce_max":
+            ident = -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
+            args, d_args = args + (ident,), d_args + (ident,)
+        want = cpu.kernel(name, dtype)(*args)
+        got = cp.asnumpy(be.kernel(name, dtype)(*d_args))
+        if name == "reduce_sum" and np.dtype(dtype).kind == "f":
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+# -- strategies really differ --------------------------------------------------------------------
+def test_strategies_launch_different_kernels(gpu_backend_factory):
+    x = ak.to_backend(make_case("float64", "listoffset", "long", 5), "cuda")
+    seen = {}
+    for strategy in ("split", "fused"):
+        with gk.counting() as s:
+            with gk.using(gpu_backend_factory(strategy)):
+                gk.sum(x, axis=1)
+        seen[strategy] = {k: v for k, v in s["kernels"].items() if k.startswith("gk_")}
+    assert seen["split"] == {"gk_partition": 1, "gk_sum_float64_split": 1,
+                             "gk_sum_float64_fixup": 1}
+    assert seen["fused"] == {"gk_sum_float64_fused": 1}
+    assert sum(seen["split"].values()) == 3 * sum(seen["fused"].values())
+
+
+def test_default_strategy_comes_from_the_table(gpu_backend_factory):
+    from gpuexec.kernels.gpu import strategies as S
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    be = GPUBackend()
+    row = S.arch_row(be.device.arch)
+    assert be.strategy == row.strategy
+    assert be.device.wave == row.wave
+    assert S.plan("gfx90a").strategy.name == "split"
+
+
+# -- memory ------------------------------------------------------------------------------------
+def test_absurd_allocation_raises_device_out_of_memory(gpu_backend_factory):
+    from gpuexec.kernels.gpu import DeviceOutOfMemory
+
+    be = gpu_backend_factory("fused")
+    with pytest.raises(DeviceOutOfMemory) as info:
+        be.alloc(1 << 50, np.float64, "gk_sum_float64_fused")
+    assert isinstance(info.value, MemoryError)
+    assert "gk_sum_float64_fused" in str(info.value) and info.value.nbytes == 8 << 50
+
+
+@pytest.mark.parametrize("strategy", ["split", "fused"])
+def test_out_of_memory_in_a_reduction_names_kernel_and_bytes(strategy, gpu_backend_factory):
+    import cupy as cp
+
+    from gpuexec.kernels.gpu import DeviceOutOfMemory
+
+    be = gpu_backend_factory(strategy)
+    n = 4_000_000
+    offsets = cp.arange(n + 1, dtype=np.int64)
+    content = cp.ones(n, dtype=np.float64)
+    be.kernel("reduce_sum", "float64")(offsets[:11], content)  # modules loaded first
+    pool = cp.cuda.MemoryPool()
+    pool.set_limit(size=1 << 20)  # a device with 1 MiB left
+    with cp.cuda.using_allocator(pool.malloc):
+        with pytest.raises(DeviceOutOfMemory) as info:
+            be.kernel("reduce_sum", "float64")(offsets, content)
+    assert f"gk_sum_float64_{strategy}" in str(info.value)
+    assert info.value.nbytes == 8 * n
+
+
+# -- host input, placement, call floor -----------------------------------------------------------
+def test_host_array_with_cuda_backend_is_staged_and_stays_on_device(gpu_backend_factory):
+    be = gpu_backend_factory("fused")
+    x = make_case("float32", "listoffset", "long", 11)
+    got = gk.max(x, axis=1, backend=be)
+    assert ak.backend(got) == "cuda"
+    assert_same(ak.to_backend(got, "cpu"), ak.max(x, axis=1))
+    host = gk.argmin(x, axis=1, backend=be, to="host")
+    assert ak.backend(host) == "cpu"
+    assert_same(host, ak.argmin(x, axis=1))
+    adopted = be.adopt(make_case("int16", "indexed_above", "small", 3))
+    assert ak.backend(adopted) == "cuda"
+
+
+def test_call_floor_is_sane(gpu_backend_factory):
+    import time
+
+    import cupy as cp
+
+    be = gpu_backend_factory("fused")
+    x = ak.to_backend(ak.Array(np.random.default_rng(0).random((1000, 5)).tolist()), "cuda")
+    for _ in range(20):
+        gk.sum(x, axis=1, backend=be)
+    cp.cuda.runtime.deviceSynchronize()
+    times = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        gk.sum(x, axis=1, backend=be)
+        times.append(time.perf_counter() - t0)
+    assert np.median(times) < 2e-3  # the benchmark reports the real floor
