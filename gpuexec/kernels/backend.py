@@ -113,6 +113,11 @@ class Backend:
     def to_host(self, buffer):
         raise NotImplementedError
 
+    def adopt(self, array):
+        """An awkward array (or layout) whose buffers this backend can read; the GPU
+        backends move host arrays to the device here. The default keeps it as it is."""
+        return array
+
     def __repr__(self) -> str:
         return f"<gpuexec Backend {self.name!r} ({len(self._table)} kernels)>"
 

@@ -32,6 +32,8 @@ C = ak.contents
 def to_layout(array) -> Content:
     if isinstance(array, Content):
         return array
+    if isinstance(array, ak.Array):
+        return array.layout  # ak.to_layout would format (and on a GPU read back) the data
     return ak.to_layout(array, allow_record=False, allow_unknown=False)
 
 

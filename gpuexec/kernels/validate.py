@@ -54,6 +54,15 @@ def offsets(offsets, content_length, name="offsets", check_order=True) -> None:
     if offsets.dtype.kind not in "iu":
         raise InvalidDtype(f"{name} must be integers, got {offsets.dtype}")
     n = offsets.shape[0] - 1
+    # One combined flag vector, read back once: on a GPU each read is a host sync.
+    xp = _namespace(offsets)
+    checks = [offsets[0] < 0]
+    if _known(content_length):
+        checks.append(offsets[n] > content_length)
+    if n > 0 and check_order:
+        checks.append((offsets[1:] < offsets[:-1]).any())
+    if not bool(xp.stack(checks).any()):
+        return
     if n > 0 and check_order:
         down = offsets[1:] < offsets[:-1]
         if bool(down.any()):
@@ -64,10 +73,18 @@ def offsets(offsets, content_length, name="offsets", check_order=True) -> None:
     first, last = _val(offsets, 0), _val(offsets, n)
     if first < 0:
         raise InvalidLayout(f"{name} out of range: {name}[0]={first} is negative")
-    if _known(content_length) and last > content_length:
-        raise InvalidLayout(
-            f"{name} out of range: {name}[{n}]={last} exceeds the length of the content "
-            f"({content_length})")
+    raise InvalidLayout(
+        f"{name} out of range: {name}[{n}]={last} exceeds the length of the content "
+        f"({content_length})")
+
+
+def _namespace(array):
+    """numpy or cupy, whichever ``array`` belongs to."""
+    if type(array).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
 
 
 def starts_stops(starts, stops, content_length, name="starts/stops") -> None:

@@ -45,6 +45,8 @@ def public(awkward_fn):
         def wrapper(*args, backend=None, to=None, **kwargs):
             be = dispatch.resolve(_arrays_of(args, kwargs), backend)
             stats.record_call(name, be.name)
+            args = tuple(_adopt(be, a) for a in args)
+            kwargs = {k: _adopt(be, v) for k, v in kwargs.items()}
             try:
                 out = impl(*args, backend=be, **kwargs)
             except NotNative as why:
@@ -62,6 +64,12 @@ def public(awkward_fn):
         return wrapper
 
     return decorate
+
+
+def _adopt(backend, value):
+    if isinstance(value, (ak.Array, ak.contents.Content)):
+        return backend.adopt(value)
+    return value
 
 
 def place(out, to):

@@ -1,0 +1,228 @@
+"""The embedded local Dask cluster: a spec of worker pools, how it starts, and one
+shared instance per spec for the whole interpreter.
+
+A pool is a group of identical worker processes: how many, their threads, the
+resources each declares (``{"CPU": threads}`` for the CPU pool) and their environment.
+Every task placed on a pool requests the pool's task resources (``{"CPU": 1}``), so it
+can only run there. Executor part 2 adds GPU pools (one worker per device, ``GPU=1``,
+``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES`` in ``env``) to ``ClusterSpec.pools``.
+
+The cluster is a ``distributed.SpecCluster`` (what ``LocalCluster`` is built on; a spec
+cluster because pools differ in resources and environment) of nanny-managed worker
+processes bound to 127.0.0.1, with the dashboard on localhost. ``shared_client(spec)``
+starts it once, and every executor copy with an equal spec reuses it; it is closed by
+``close_shared`` or at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from dataclasses import dataclass
+
+CPU = "CPU"
+
+
+def _frozen(mapping) -> tuple:
+    return tuple(sorted((str(k), v) for k, v in dict(mapping or {}).items()))
+
+
+@dataclass(frozen=True)
+class WorkerPool:
+    """``workers`` identical worker processes of ``threads`` threads each.
+
+    ``resources``: what each worker declares to the scheduler; ``task_resources``: what
+    each task placed on this pool requests; ``env``: extra environment of the worker
+    processes; ``backend``: the kernel backend its tasks run under (``gk.using``).
+    Mappings are stored as sorted tuples so that specs are hashable."""
+
+    name: str
+    workers: int
+    threads: int = 1
+    resources: tuple = ()
+    task_resources: tuple = ()
+    env: tuple = ()
+    memory_limit: str | int | float = "auto"
+    backend: str = "cpu"
+
+    def __post_init__(self):
+        if not (self.name.isalpha() and self.name.islower()):
+            raise ValueError("pool names are lower-case letters (they prefix task keys), "
+                             f"got {self.name!r}")
+        if self.workers < 0:
+            raise ValueError(f"pool {self.name!r}: workers must be >= 0, got {self.workers}")
+        if self.threads < 1:
+            raise ValueError(f"pool {self.name!r}: threads must be >= 1, got {self.threads}")
+        for attr in ("resources", "task_resources", "env"):
+            value = getattr(self, attr)
+            if isinstance(value, dict):
+                object.__setattr__(self, attr, _frozen(value))
+        if not self.task_resources:
+            raise ValueError(f"pool {self.name!r} needs task_resources, "
+                             "or its tasks could run anywhere")
+
+    @classmethod
+    def cpu(cls, workers: int, threads: int = 1, memory_limit="auto") -> "WorkerPool":
+        return cls("cpu", workers, threads, resources={CPU: threads}, task_resources={CPU: 1},
+                   memory_limit=memory_limit)
+
+    def task_resources_dict(self) -> dict[str, float]:
+        return dict(self.task_resources)
+
+    def worker_env(self) -> dict[str, str]:
+        # numba sizes its thread pool at first use from NUMBA_NUM_THREADS: one per Dask thread
+        env = {"NUMBA_NUM_THREADS": str(self.threads)}
+        env.update({k: str(v) for k, v in self.env})
+        return env
+
+    def worker_names(self) -> list[str]:
+        return [f"{self.name}-{i}" for i in range(self.workers)]
+
+    def describe(self) -> str:
+        threads = "thread" if self.threads == 1 else "threads"
+        return f"{self.workers} {self.name.upper()} worker(s) x {self.threads} {threads}"
+
+
+def available_cores() -> int:
+    from gpuexec.kernels.cpu.threads import available_cores as cores
+
+    return cores()
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Everything that defines an embedded cluster; equal specs share one cluster."""
+
+    pools: tuple[WorkerPool, ...]
+    host: str = "127.0.0.1"
+    dashboard_address: str = "127.0.0.1:8787"
+    allowed_failures: int = 3
+
+    def __post_init__(self):
+        names = [p.name for p in self.pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names must be unique, got {names}")
+        if not any(p.workers for p in self.pools):
+            raise ValueError("the cluster spec has no workers")
+
+    @classmethod
+    def local(cls, cpu_workers: int | None = None, threads_per_worker: int = 1,
+              memory_limit="auto", dashboard_address: str = "127.0.0.1:8787",
+              allowed_failures: int = 3) -> "ClusterSpec":
+        """CPU workers only: by default one worker per ``threads_per_worker`` cores."""
+        if cpu_workers is None:
+            cpu_workers = max(1, available_cores() // max(1, threads_per_worker))
+        return cls(pools=(WorkerPool.cpu(cpu_workers, threads_per_worker, memory_limit),),
+                   dashboard_address=dashboard_address, allowed_failures=allowed_failures)
+
+    def pool(self, name: str) -> WorkerPool:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(f"no pool {name!r} in this cluster (pools: {[p.name for p in self.pools]})")
+
+    def describe(self) -> str:
+        return ", ".join(p.describe() for p in self.pools if p.workers)
+
+    def worker_specs(self) -> dict:
+        from distributed import Nanny
+
+        specs = {}
+        for pool in self.pools:
+            options = {
+                "host": self.host,
+                "nthreads": pool.threads,
+                "resources": dict(pool.resources),
+                "env": pool.worker_env(),
+                "memory_limit": pool.memory_limit,
+                "dashboard": False,
+                "silence_logs": logging.WARNING,
+            }
+            for name in pool.worker_names():
+                specs[name] = {"cls": Nanny, "options": dict(options, name=name)}
+        return specs
+
+
+def start_cluster(spec: ClusterSpec):
+    """A running SpecCluster for ``spec`` (the caller owns it)."""
+    from distributed import Scheduler, SpecCluster
+
+    scheduler = {"cls": Scheduler, "options": {
+        "host": spec.host, "protocol": "tcp://", "dashboard": True,
+        "dashboard_address": spec.dashboard_address,
+    }}
+    cluster = SpecCluster(workers=spec.worker_specs(), scheduler=scheduler,
+                          silence_logs=logging.WARNING, name="gpuexec")
+    # the scheduler runs in this process: how many worker deaths a task may witness
+    # before it is declared a KilledWorker
+    cluster.scheduler.allowed_failures = spec.allowed_failures
+    return cluster
+
+
+@dataclass
+class _Shared:
+    cluster: object
+    client: object
+
+
+_shared: dict[ClusterSpec, _Shared] = {}
+_lock = threading.Lock()
+_atexit_registered = False
+
+
+def shared_client(spec: ClusterSpec, announce=print):
+    """The Client of the embedded cluster for ``spec``, started on first use."""
+    global _atexit_registered
+    with _lock:
+        live = _shared.get(spec)
+        if live is not None and live.client.status == "running":
+            return live.client
+        if live is not None:  # closed behind our back: start afresh
+            _close(live)
+        from distributed import Client
+
+        cluster = start_cluster(spec)
+        client = Client(cluster, set_as_default=False)
+        client.wait_for_workers(sum(p.workers for p in spec.pools))
+        _shared[spec] = _Shared(cluster, client)
+        if not _atexit_registered:
+            atexit.register(close_all)
+            _atexit_registered = True
+    if announce is not None:
+        announce(f"gpuexec: local Dask cluster at {cluster.scheduler_address} with "
+                 f"{spec.describe()}; dashboard: {client.dashboard_link}")
+    return client
+
+
+def _close(shared: _Shared) -> None:
+    try:
+        shared.client.close()
+    finally:
+        shared.cluster.close()
+
+
+def close_shared(spec: ClusterSpec) -> bool:
+    """Close the embedded cluster of ``spec``; False if none was running."""
+    with _lock:
+        shared = _shared.pop(spec, None)
+    if shared is None:
+        return False
+    _close(shared)
+    return True
+
+
+def close_all() -> None:
+    with _lock:
+        items = list(_shared.values())
+        _shared.clear()
+    for shared in items:
+        try:
+            _close(shared)
+        except Exception:  # at exit: closing the rest matters more than one failure
+            pass
+
+
+def running_specs() -> list[ClusterSpec]:
+    with _lock:
+        return list(_shared)

@@ -1,0 +1,97 @@
+"""Plugins gpuexec installs on a Dask cluster.
+
+- ``PinNumbaThreads`` (worker): the kernel engine's thread count equals the worker's
+  Dask threads, so workers do not oversubscribe the cores. numba's thread count is
+  per calling thread, so the plugin records the count and every task thread applies it
+  once (``pin_task_thread``, called by the executor's task function).
+- ``ChunkLedger`` (scheduler): records which gpuexec tasks were running on, or had
+  their result on, a worker that died, i.e. which chunks Dask re-runs elsewhere. The
+  executor reads and clears the record of its run (``ledger_pop``) for its report.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+import weakref
+from collections import defaultdict
+
+from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+
+from gpuexec.scheduler import keys
+
+_worker_threads: int | None = None  # set in worker processes by PinNumbaThreads
+_pinned = threading.local()
+
+
+class PinNumbaThreads(WorkerPlugin):
+    name = "gpuexec-pin-numba-threads"
+    idempotent = True
+
+    def setup(self, worker):
+        global _worker_threads
+        _worker_threads = int(worker.state.nthreads)
+        pin_task_thread()
+
+
+def pin_task_thread() -> None:
+    """Apply the worker's thread count to the kernel engine in the calling thread (once
+    per thread; a no-op outside workers that run PinNumbaThreads)."""
+    n = _worker_threads
+    if n is None or getattr(_pinned, "threads", None) == n:
+        return
+    import gpuexec.kernels as gk
+
+    gk.set_num_threads(n)
+    _pinned.threads = n
+
+
+class ChunkLedger(SchedulerPlugin):
+    name = "gpuexec-chunk-ledger"
+    idempotent = True
+
+    def __init__(self):
+        self.lost: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+
+    def log_event(self, topic, msg):
+        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            return
+        for what, tasks in (("assigned to it", msg.get("processing-tasks", ())),
+                            ("result lost", msg.get("lost-computed-tasks", ()))):
+            for key in tasks:
+                parsed = keys.parse(key)
+                if parsed is not None:
+                    self.lost[parsed["run"]].append((key, str(topic), what))
+
+
+def ledger_pop(run: str, dask_scheduler=None) -> list[tuple[str, str, str]]:
+    """(key, worker, what) for each gpuexec task of ``run`` hit by a worker's death;
+    runs on the scheduler through ``Client.run_on_scheduler``."""
+    plugin = dask_scheduler.plugins.get(ChunkLedger.name)
+    if plugin is None:
+        return []
+    return plugin.lost.pop(run, [])
+
+
+# client -> whether its scheduler runs the ledger
+_installed: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_install_lock = threading.Lock()
+
+
+def install(client) -> bool:
+    """Register gpuexec's plugins with ``client``'s cluster (once per client); returns
+    whether the scheduler keeps the ledger."""
+    with _install_lock:
+        if client in _installed:
+            return _installed[client]
+        client.register_plugin(PinNumbaThreads())
+        try:
+            client.register_plugin(ChunkLedger())
+            ledger = True
+        except Exception as err:  # e.g. a remote scheduler without gpuexec installed
+            warnings.warn(f"gpuexec could not install its scheduler plugin ({err!r}); chunks "
+                          "re-run after a worker died will not be listed in executor.report",
+                          RuntimeWarning, stacklevel=3)
+            ledger = False
+        _installed[client] = ledger
+        return ledger

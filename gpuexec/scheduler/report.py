@@ -1,0 +1,189 @@
+"""What a run did, chunk by chunk: the report behind ``GPUExecutor.report``, and the
+entry bookkeeping that turns a lost or doubled chunk into an error.
+
+Every task reports how many units it processed (entries for a chunk of events, one for
+a file's metadata), keyed by its chunk index; the reduction tree carries these counts
+up. ``check_entries`` compares them with what was submitted, less what was skipped:
+a chunk missing, counted twice or short of entries is an ``EntriesMismatch``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+
+
+class EntriesMismatch(RuntimeError):
+    """The processed entries differ from the entries of the chunks not skipped."""
+
+
+class SkippedChunksWarning(UserWarning):
+    """Chunks or files were skipped (``Runner(skipbadfiles=...)``); see ``executor.report``."""
+
+
+@dataclass(frozen=True)
+class SkippedChunk:
+    """A chunk (stage "processing") or a whole file (stage "preprocessing": its metadata
+    could not be read, so it has no entry range) left out of the result."""
+
+    stage: str
+    dataset: str | None
+    filename: str | None
+    treename: str | None
+    entrystart: int | None
+    entrystop: int | None
+    exception: str
+
+    @classmethod
+    def of(cls, item, stage: str, exception: str) -> "SkippedChunk":
+        return cls(stage, getattr(item, "dataset", None),
+                   str(getattr(item, "filename", item)), getattr(item, "treename", None),
+                   getattr(item, "entrystart", None), getattr(item, "entrystop", None),
+                   exception)
+
+    @property
+    def entries(self) -> int | None:
+        if self.entrystart is None or self.entrystop is None:
+            return None
+        return self.entrystop - self.entrystart
+
+    def describe(self) -> str:
+        where = (f"entries [{self.entrystart}, {self.entrystop})" if self.entries is not None
+                 else "whole file")
+        return (f"{self.filename} (dataset {self.dataset!r}, tree {self.treename!r}), {where}, "
+                f"skipped in {self.stage}: {self.exception}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChunkRun:
+    """Where and how long one chunk ran (the attempt whose result was kept)."""
+
+    label: str
+    pool: str
+    worker: str
+    units: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A task that Dask ran again because the worker holding it died."""
+
+    label: str
+    worker: str
+    what: str  # "assigned to it" (queued or running there) or "result lost"
+
+
+@dataclass
+class CallReport:
+    """One executor call: ``Runner`` makes one to preprocess and one to process."""
+
+    stage: str  # "preprocessing", "processing" or "items"
+    unit: str  # "entries", "files" or "items"
+    chunks: int
+    expected: int = 0  # units of the chunks not skipped
+    processed: int = 0  # units the tasks reported
+    skipped: list[SkippedChunk] = field(default_factory=list)
+    reruns: list[Rerun] = field(default_factory=list)
+    runs: list[ChunkRun] = field(default_factory=list)
+    seconds: float = 0.0
+    files: frozenset = frozenset()  # (dataset, filename) of the items
+
+    @property
+    def pools(self) -> dict[str, int]:
+        """Chunks completed per pool."""
+        return dict(Counter(run.pool for run in self.runs))
+
+    def summary(self) -> str:
+        pools = ", ".join(f"{n} on {pool}" for pool, n in sorted(self.pools.items())) or "none"
+        text = (f"{self.stage}: {self.chunks} chunk(s) ({pools}) in {self.seconds:.2f} s; "
+                f"{self.processed} of {self.expected} {self.unit} processed")
+        if self.skipped:
+            text += f"; {len(self.skipped)} skipped"
+        if self.reruns:
+            text += f"; {len(self.reruns)} task(s) re-run after a worker died"
+        return text
+
+
+@dataclass
+class RunReport:
+    """The report of the last run: its preprocessing call (if any) and processing call."""
+
+    preprocessing: CallReport | None = None
+    processing: CallReport | None = None
+
+    def add(self, call: CallReport) -> "RunReport":
+        """Record ``call``; returns the report it belongs to. A processing call joins the
+        preprocessing call before it when its files are among those preprocessed (as
+        when ``Runner`` does both); otherwise a call starts a new run."""
+        if call.stage == "preprocessing":
+            return RunReport(preprocessing=call)
+        if (self.processing is None and self.preprocessing is not None
+                and call.files <= self.preprocessing.files):
+            self.processing = call
+            return self
+        return RunReport(processing=call)
+
+    @property
+    def calls(self) -> list[CallReport]:
+        return [c for c in (self.preprocessing, self.processing) if c is not None]
+
+    @property
+    def skipped(self) -> list[SkippedChunk]:
+        return [s for c in self.calls for s in c.skipped]
+
+    @property
+    def reruns(self) -> list[Rerun]:
+        return [r for c in self.calls for r in c.reruns]
+
+    def __str__(self) -> str:
+        lines = [c.summary() for c in self.calls]
+        lines += ["  skipped " + s.describe() for s in self.skipped]
+        lines += [f"  re-ran {r.label} ({r.what} on {r.worker})" for r in self.reruns]
+        return "\n".join(lines)
+
+
+def skipped_warning(skipped: list[SkippedChunk], limit: int = 10) -> str:
+    lines = [f"gpuexec skipped {len(skipped)} chunk(s)/file(s) (skipbadfiles); "
+             "they are not in the result (executor.report.skipped lists them all):"]
+    lines += ["  " + s.describe() for s in skipped[:limit]]
+    if len(skipped) > limit:
+        lines.append(f"  ... and {len(skipped) - limit} more")
+    return "\n".join(lines)
+
+
+def check_entries(expected: dict[int, int], processed: dict[int, int], doubled: Iterable[int],
+                  skipped: Iterable[int], describe: Callable[[int], str], unit: str) -> int:
+    """Raise EntriesMismatch unless every chunk not skipped was processed exactly once
+    with its expected units; returns the units processed."""
+    skipped = set(skipped)
+    doubled = set(doubled)
+    problems = []
+    for index in sorted(doubled):
+        problems.append(f"{describe(index)}: result merged more than once")
+    for index, want in expected.items():
+        got = processed.get(index)
+        if index in doubled:
+            continue
+        if index in skipped:
+            if got is not None:
+                problems.append(f"{describe(index)}: reported skipped, yet {got} {unit} merged")
+        elif got is None:
+            problems.append(f"{describe(index)}: lost (no result merged)")
+        elif got != want:
+            problems.append(f"{describe(index)}: {got} {unit} processed, {want} expected")
+    for index in sorted(processed.keys() - expected.keys()):
+        problems.append(f"result for chunk #{index}, which was never submitted")
+    total_expected = sum(n for i, n in expected.items() if i not in skipped)
+    total = sum(processed.values())
+    if problems:
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise EntriesMismatch(
+            f"gpuexec: {total_expected} {unit} expected from the chunks not skipped, "
+            f"{total} processed:\n  {shown}{more}")
+    return total

@@ -1,0 +1,383 @@
+"""GPUExecutor (executor part 1): coffea's executor contract on a real Dask cluster.
+
+End-to-end runs compare with coffea's IterativeExecutor on the CMS NanoAOD samples in
+data/samples. Clusters are small (2 worker processes of 1 thread); the embedded one is
+shared by this module and tests/test_executor_faults.py (same settings, one cluster).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import os
+import pickle
+import sys
+
+import awkward as ak
+import cloudpickle
+import hist
+import pytest
+from coffea import processor
+from coffea.nanoevents import NanoAODSchema
+from dask.utils import key_split
+
+import gpuexec
+from gpuexec.executor import ChunkError, GPUExecutor, _merge, _Partial, _unwrap_runner_retries
+from gpuexec.scheduler import keys
+from gpuexec.scheduler.cluster import ClusterSpec, WorkerPool, shared_client
+from gpuexec.scheduler.report import EntriesMismatch, check_entries
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
+
+SAMPLES = os.path.join(os.path.dirname(__file__), "..", "data", "samples")
+DY = os.path.abspath(os.path.join(SAMPLES, "nano_dy.root"))
+TT = os.path.abspath(os.path.join(SAMPLES, "nano_tt_v15.root"))
+DIMUON = os.path.abspath(os.path.join(SAMPLES, "nano_dimuon.root"))
+ENTRIES = {DY: 40, TT: 200, DIMUON: 40}
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+class DimuonProcessor(processor.ProcessorABC):
+    """Opposite-charge dimuon mass histogram and per-dataset counters."""
+
+    def process(self, events):
+        import gpuexec.kernels as gk
+
+        dataset = events.metadata["dataset"]
+        muons = events.Muon
+        nmuons = gk.num(muons.pt, axis=1)
+        pairs = ak.combinations(muons[nmuons >= 2], 2, fields=["first", "second"])
+        opposite = pairs[pairs.first.charge != pairs.second.charge]
+        mass = (opposite.first + opposite.second).mass
+        h = (hist.Hist.new.StrCat([], growth=True, name="dataset")
+             .Reg(60, 0, 120, name="mass", label="m(mu mu) [GeV]").Double())
+        h.fill(dataset=dataset, mass=ak.flatten(mass))
+        return {"mass": h, dataset: {
+            "entries": len(events),
+            "muons": int(ak.sum(nmuons)),
+            "pairs": int(ak.sum(gk.num(mass, axis=1))),
+            "pt_sum": float(ak.sum(gk.sum(muons.pt, axis=1))),
+        }}
+
+    def postprocess(self, accumulator):
+        return accumulator
+
+
+def assert_same_output(got, want):
+    assert got.keys() == want.keys()
+    assert got["mass"] == want["mass"]  # hist: axes and every bin exactly
+    for dataset in want:
+        if dataset == "mass":
+            continue
+        for key in ("entries", "muons", "pairs"):
+            assert got[dataset][key] == want[dataset][key], (dataset, key)
+        # float sums merged in a different order: equal to rounding
+        assert got[dataset]["pt_sum"] == pytest.approx(want[dataset]["pt_sum"], rel=1e-12)
+
+
+def runner(executor, **kw):
+    # a fresh metadata cache, so that every run preprocesses through its executor
+    kw.setdefault("metadata_cache", {})
+    kw.setdefault("schema", NanoAODSchema)
+    return processor.Runner(executor=executor, **kw)
+
+
+EMBEDDED = dict(cpu_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0", status=False)
+
+
+@pytest.fixture(scope="module")
+def executor():
+    """The embedded cluster (2 CPU workers), stdout of its start kept for a test."""
+    ex = GPUExecutor(**EMBEDDED)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        client = shared_client(ex.cluster_spec())
+    ex.printed_at_start = printed.getvalue()
+    ex.live_client = client
+    return ex
+
+
+FILESET = {"DY": [DY], "DIMUON": [DIMUON], "TT": [TT]}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return runner(processor.IterativeExecutor(status=False), chunksize=100)(
+        FILESET, DimuonProcessor(), treename="Events")
+
+
+# --------------------------------------------------------------------- no cluster
+def test_gpuexec_exposes_the_executor():
+    assert gpuexec.GPUExecutor is GPUExecutor
+    assert issubclass(GPUExecutor, processor.executor.ExecutorBase)
+
+
+def test_runner_wraps_work_in_automatic_retries():
+    """The executor relies on the shape of coffea Runner's retry/skip wrapper to report
+    skipped chunks with their exceptions; this breaks loudly if coffea changes it."""
+    seen = []
+
+    class Recording(processor.IterativeExecutor):
+        def __call__(self, items, function, accumulator):
+            seen.append(function)
+            return super().__call__(items, function, accumulator)
+
+    out = runner(Recording(status=False, retries=2), skipbadfiles=True, chunksize=100)(
+        {"DY": [DY]}, DimuonProcessor(), treename="Events")
+    assert out["DY"]["entries"] == 40
+    assert len(seen) == 2  # preprocessing, processing
+    for function in seen:
+        work, retries, skip_on = _unwrap_runner_retries(function)
+        assert work is not function and callable(work)
+        assert retries == 2 and skip_on == (OSError,)
+    # use_result_type wants the exception itself: left to coffea, as is a plain function
+    wrapped = functools.partial(processor.Runner.automatic_retries, 1, True, len,
+                                use_result_type=True)
+    assert _unwrap_runner_retries(wrapped) == (wrapped, None, ())
+    assert _unwrap_runner_retries(len) == (len, None, ())
+
+
+def test_check_entries_catches_lost_doubled_and_short_chunks():
+    expected = {0: 10, 1: 10, 2: 5}
+    describe = "chunk #{}".format
+    assert check_entries(expected, {0: 10, 1: 10, 2: 5}, [], [], describe, "entries") == 25
+    assert check_entries(expected, {0: 10, 2: 5}, [], [1], describe, "entries") == 15
+    with pytest.raises(EntriesMismatch, match=r"chunk #1: lost"):
+        check_entries(expected, {0: 10, 2: 5}, [], [], describe, "entries")
+    with pytest.raises(EntriesMismatch, match=r"chunk #2: 4 entries processed, 5 expected"):
+        check_entries(expected, {0: 10, 1: 10, 2: 4}, [], [], describe, "entries")
+    with pytest.raises(EntriesMismatch, match=r"chunk #0: result merged more than once"):
+        check_entries(expected, {0: 20, 1: 10, 2: 5}, [0], [], describe, "entries")
+    with pytest.raises(EntriesMismatch, match=r"reported skipped"):
+        check_entries(expected, {0: 10, 1: 10, 2: 5}, [], [1], describe, "entries")
+    with pytest.raises(EntriesMismatch, match=r"never submitted"):
+        check_entries(expected, {0: 10, 1: 10, 2: 5, 7: 1}, [], [], describe, "entries")
+
+
+def test_merge_flags_a_chunk_merged_twice_and_keeps_order():
+    a = _Partial({"n": 1, "seq": [0]}, False, {0: 3}, [], [], [(0, "w", 3, 0.1)])
+    b = _Partial({"n": 2, "seq": [1]}, False, {1: 4}, [], [(2, "OSError: x")], [])
+    merged = _merge([a, b, _merge([a], 1)], compression=1)
+    assert merged.doubled == [0] and merged.counts == {0: 6, 1: 4}
+    assert merged.skipped == [(2, "OSError: x")]
+    from gpuexec.executor import _unpack
+
+    assert _unpack(merged) == {"n": 4, "seq": [0, 1, 0]}
+    with pytest.raises(EntriesMismatch, match="merged more than once"):
+        check_entries({0: 3, 1: 4}, merged.counts, merged.doubled, [], str, "entries")
+
+
+def test_chunk_error_keeps_its_cause_chain_through_pickle():
+    try:
+        try:
+            raise OSError("file gone")
+        except OSError as err:
+            raise Exception("Failed to open file") from err
+    except Exception as err:
+        from gpuexec.executor import _chain
+
+        error = ChunkError("file x, entries [0, 10) failed", _chain(err))
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == "file x, entries [0, 10) failed"
+    assert type(again.__cause__) is Exception and type(again.__cause__.__cause__) is OSError
+
+
+def test_keys_name_the_chunk_and_group_by_pool():
+    run = keys.new_run_token()
+    key = keys.chunk_key("cpu", run, 7, "DY:nano_dy.root[0:20]")
+    assert key_split(key) == "chunk-cpu"
+    assert keys.parse(key) == {"kind": "chunk", "pool": "cpu", "run": run, "index": 7,
+                               "label": "DY:nano_dy.root[0:20]"}
+    assert key_split(keys.merge_key(run, 0, 3)) == "merge"
+    assert keys.parse(keys.merge_key(run, 1, 3))["run"] == run
+    assert keys.parse("something-else") is None
+
+
+def test_cluster_spec_lists_pools_with_resources_env_and_threads():
+    spec = ClusterSpec.local(cpu_workers=3, threads_per_worker=2)
+    assert spec == ClusterSpec.local(cpu_workers=3, threads_per_worker=2)  # shared by key
+    (pool,) = spec.pools
+    assert pool.task_resources_dict() == {"CPU": 1} and pool.backend == "cpu"
+    workers = spec.worker_specs()
+    assert sorted(workers) == ["cpu-0", "cpu-1", "cpu-2"]
+    options = workers["cpu-0"]["options"]
+    assert options["resources"] == {"CPU": 2} and options["nthreads"] == 2
+    assert options["env"]["NUMBA_NUM_THREADS"] == "2" and options["host"] == "127.0.0.1"
+    with pytest.raises(ValueError, match="lower-case letters"):
+        WorkerPool("gpu0", 1, task_resources={"GPU": 1})
+    with pytest.raises(ValueError, match="task_resources"):
+        WorkerPool("gpu", 1)
+    with pytest.raises(ValueError, match="unique"):
+        ClusterSpec(pools=(WorkerPool.cpu(1), WorkerPool.cpu(1)))
+
+
+def test_a_task_that_kills_its_workers_is_named_by_file_and_range():
+    from distributed.scheduler import KilledWorker
+
+    item = processor.executor.WorkItem("DY", DY, "Events", 20, 40, b"")
+    key = keys.chunk_key("cpu", keys.new_run_token(), 1, keys.item_label(item))
+    err = GPUExecutor(status=False)._explain(KilledWorker(key, None, 3), ["first", item])
+    assert isinstance(err, ChunkError) and type(err.__cause__) is KilledWorker
+    assert str(err).startswith(f"file {DY} (dataset 'DY', tree 'Events'), entries [20, 40): "
+                               "killed 4 workers")
+
+
+def test_a_processing_call_joins_the_preprocessing_of_its_files():
+    from gpuexec.scheduler.report import CallReport, RunReport
+
+    def call(stage, *files):
+        return CallReport(stage, "entries", len(files), files=frozenset(("DY", f) for f in files))
+
+    run = RunReport().add(call("preprocessing", "a.root", "bad.root"))
+    assert run.add(call("processing", "a.root")) is run and run.processing.files
+    # a later processing call (files preprocessed earlier, or others) starts a new run
+    assert run.add(call("processing", "a.root")) is not run
+    other = RunReport().add(call("preprocessing", "a.root"))
+    assert other.add(call("processing", "a.root", "c.root")).preprocessing is None
+
+
+def test_copies_share_the_report_and_settings():
+    ex = GPUExecutor(cpu_workers=2, treereduction=5, status=False)
+    copy = ex.copy(desc="Preprocessing", compression=None)
+    assert copy._shared is ex._shared and copy.desc == "Preprocessing"
+    assert copy.treereduction == 5 and copy.cluster_spec() == ex.cluster_spec()
+    with pytest.raises(ValueError):
+        GPUExecutor(treereduction=1)
+
+
+# ------------------------------------------------------------------- on a cluster
+def test_runner_matches_iterative_on_real_samples(executor, reference):
+    out = runner(executor, chunksize=100)(FILESET, DimuonProcessor(), treename="Events")
+    assert_same_output(out, reference)
+    assert out["mass"].sum() > 0 and out["DIMUON"]["pairs"] > 0
+
+    report = executor.report
+    pre, proc = report.preprocessing, report.processing
+    assert (pre.stage, pre.chunks, pre.expected, pre.processed) == ("preprocessing", 3, 3, 3)
+    assert proc.stage == "processing" and proc.chunks == 4  # DY 1, DIMUON 1, TT 2
+    assert proc.expected == proc.processed == sum(ENTRIES.values())
+    assert proc.pools == {"cpu": 4} and not report.skipped
+    assert sum(run.units for run in proc.runs) == 280
+    assert {run.worker for run in proc.runs} <= {"cpu-0", "cpu-1"}
+    assert "nano_tt_v15.root[100:200]" in {run.label.split(":", 1)[1] for run in proc.runs}
+
+
+def test_preprocessing_through_the_executor_gives_coffeas_chunks(executor):
+    fileset = {"DY": [DY], "DIMUON": [DIMUON]}
+    ours = list(runner(executor, chunksize=15).preprocess(fileset, treename="Events"))
+    theirs = list(runner(processor.IterativeExecutor(status=False), chunksize=15)
+                  .preprocess(fileset, treename="Events"))
+    assert sorted(ours, key=str) == sorted(theirs, key=str)
+    assert len(ours) == 6 and sum(len(item) for item in ours) == 80
+    assert executor.report.preprocessing.processed == 2
+
+
+def test_embedded_cluster_is_shared_bound_locally_and_announced_once(executor):
+    assert executor.printed_at_start.count("dashboard: http://127.0.0.1:") == 1
+    spec = executor.cluster_spec()
+    announced = []
+    client = shared_client(spec, announce=announced.append)
+    assert client is executor.live_client and announced == []  # already running: silent
+    assert executor.copy(desc="x").cluster_spec() == spec
+    workers = client.scheduler_info()["workers"]
+    assert len(workers) == 2
+    for address, info in workers.items():
+        assert address.startswith("tcp://127.0.0.1:")
+        assert info["resources"] == {"CPU": 1} and info["nthreads"] == 1
+    assert client.scheduler.address.startswith("tcp://127.0.0.1:")
+
+
+def worker_threads(_item):
+    import numba
+
+    import gpuexec.kernels as gk
+
+    return {"numba": {numba.get_num_threads()}, "gk": {gk.get_num_threads()},
+            "backend": {gk.get_backend("cpu") is not None}}
+
+
+def test_workers_numba_threads_equal_their_threads(executor):
+    """On this 2-core machine numba would start 2 threads per process by default."""
+    out, status = executor(list(range(6)), worker_threads, None)
+    assert status == 0
+    assert out == {"numba": {1}, "gk": {1}, "backend": {True}}
+    import numba
+
+    pools = executor.live_client.run(lambda: numba.config.NUMBA_NUM_THREADS)
+    assert set(pools.values()) == {1}
+
+
+def square(x):
+    return {"sum": x * x, "items": 1}
+
+
+def test_generic_items_tree_reduction_and_status_0(executor):
+    ex = executor.copy(treereduction=3)
+    out, status = ex(list(range(50)), square, {"sum": 0, "items": 0})
+    assert status == 0 and out == {"sum": sum(x * x for x in range(50)), "items": 50}
+    assert ex.report.processing.stage == "items" and ex.report.processing.processed == 50
+    assert GPUExecutor(**EMBEDDED)([], square, "untouched") == ("untouched", 0)
+
+
+def test_progress_bar_shows_chunks_per_pool(executor, capsys):
+    ex = executor.copy(status=True, desc="Processing", unit="chunk")
+    out, _ = ex(list(range(30)), square, None)
+    assert out["items"] == 30
+    shown = capsys.readouterr().out
+    assert "Processing (cpu)" in shown and "30/30" in shown and "Merging" in shown
+
+
+@pytest.fixture(scope="module")
+def client_with_a_bare_worker():
+    """A user's cluster: one worker declaring CPU, one declaring nothing (in-process
+    workers, cheap to start)."""
+    from distributed import Client, Scheduler, SpecCluster, Worker
+
+    cluster = SpecCluster(
+        scheduler={"cls": Scheduler, "options": {"dashboard_address": "127.0.0.1:0",
+                                                 "host": "127.0.0.1"}},
+        workers={"with-cpu": {"cls": Worker, "options": {"nthreads": 1, "resources": {"CPU": 1}}},
+                 "bare": {"cls": Worker, "options": {"nthreads": 1}}})
+    client = Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def test_client_passed_in_runs_only_on_workers_with_the_resource(client_with_a_bare_worker):
+    client = client_with_a_bare_worker
+    ex = GPUExecutor(client=client, status=False)
+    out = runner(ex, chunksize=20)({"DY": [DY]}, DimuonProcessor(), treename="Events")
+    want = runner(processor.IterativeExecutor(status=False), chunksize=20)(
+        {"DY": [DY]}, DimuonProcessor(), treename="Events")
+    assert_same_output(out, want)
+    out, _ = ex(list(range(40)), square, None)
+    assert out["items"] == 40
+    assert {run.worker for run in ex.report.processing.runs} == {"with-cpu"}
+    ex.close()  # a client passed in belongs to its owner
+    assert client.status == "running"
+
+
+def test_client_without_the_resource_is_refused_up_front():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address="127.0.0.1:0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        with pytest.raises(RuntimeError, match=r"declares the resources \{'CPU': 1\}"):
+            GPUExecutor(client=client, status=False)(list(range(3)), square, None)
+
+
+def test_close_stops_the_embedded_cluster_and_a_later_call_restarts_it():
+    ex = GPUExecutor(cpu_workers=1, dashboard_address="127.0.0.1:0", status=False)
+    with contextlib.redirect_stdout(io.StringIO()):
+        with ex:
+            assert ex(list(range(3)), square, None)[0]["items"] == 3
+            client = shared_client(ex.cluster_spec())
+        assert client.status in ("closed", "closing")
+    from gpuexec.scheduler.cluster import running_specs
+
+    assert ex.cluster_spec() not in running_specs()
+    ex.close()  # closing twice is harmless
