@@ -1,29 +1,362 @@
-"""Reductions along the innermost axis (and ``axis=None``), awkward-shaped."""
+"""Reductions, awkward-shaped: ``sum, prod, min, max, argmin, argmax, count,
+count_nonzero, any, all`` along the innermost axis and with ``axis=None``.
+
+Innermost axis: every innermost list node (below any lists, IndexedArray and option
+nodes, which are kept as they are) is turned into offsets + flat values, Nones inside
+the lists are dropped (their slots still count for argmin/argmax positions, as in
+awkward), one segmented kernel folds the lists, and the result replaces the list node
+(a ``ByteMaskedArray`` over it for ``mask_identity``, a size-1 ``RegularArray`` for
+``keepdims``).
+
+``axis=None`` folds all values in the order awkward's ``remove_structure`` lists them.
+awkward takes NumPy's own reductions for sum/min/max there (pairwise summation, NaN
+propagating min/max) and its kernels for the rest; so do we, through the backend's
+nplike for the former and our kernels (one list of everything) for the latter.
+
+Other axes, records, unions, strings and dtypes outside int/uint/float/bool are handed
+to awkward (counted in ``gk.stats()``).
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import awkward as ak
+import numpy as np
 
 from gpuexec.kernels import layout as L
 from gpuexec.kernels.api._common import NotNative, public, wrap
 
+C = ak.contents
 
+_DTYPES = frozenset(["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                     "uint64", "float32", "float64", "bool"])
+_STRINGY = frozenset(["string", "bytestring", "char", "byte"])
+
+
+# -- the public functions --------------------------------------------------------------
 @public(ak.sum)
-def sum(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,
+def sum(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,  # noqa: A001
         behavior=None, attrs=None, backend):
-    if axis is None:
-        raise NotNative("axis=None")  # placeholder until the flat path lands
-    if keepdims or mask_identity:
-        raise NotNative("keepdims/mask_identity")
+    return _reduce("sum", array, axis, keepdims, mask_identity, None, highlevel, behavior,
+                   attrs, backend)
+
+
+@public(ak.prod)
+def prod(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,
+         behavior=None, attrs=None, backend):
+    return _reduce("prod", array, axis, keepdims, mask_identity, None, highlevel, behavior,
+                   attrs, backend)
+
+
+@public(ak.min)
+def min(array, axis=None, *, keepdims=False, initial=None, mask_identity=True,  # noqa: A001
+        highlevel=True, behavior=None, attrs=None, backend):
+    return _reduce("min", array, axis, keepdims, mask_identity, initial, highlevel, behavior,
+                   attrs, backend)
+
+
+@public(ak.max)
+def max(array, axis=None, *, keepdims=False, initial=None, mask_identity=True,  # noqa: A001
+        highlevel=True, behavior=None, attrs=None, backend):
+    return _reduce("max", array, axis, keepdims, mask_identity, initial, highlevel, behavior,
+                   attrs, backend)
+
+
+@public(ak.argmin)
+def argmin(array, axis=None, *, keepdims=False, mask_identity=True, highlevel=True,
+           behavior=None, attrs=None, backend):
+    return _reduce("argmin", array, axis, keepdims, mask_identity, None, highlevel, behavior,
+                   attrs, backend)
+
+
+@public(ak.argmax)
+def argmax(array, axis=None, *, keepdims=False, mask_identity=True, highlevel=True,
+           behavior=None, attrs=None, backend):
+    return _reduce("argmax", array, axis, keepdims, mask_identity, None, highlevel, behavior,
+                   attrs, backend)
+
+
+@public(ak.count)
+def count(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,
+          behavior=None, attrs=None, backend):
+    return _reduce("count", array, axis, keepdims, mask_identity, None, highlevel, behavior,
+                   attrs, backend)
+
+
+@public(ak.count_nonzero)
+def count_nonzero(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,
+                  behavior=None, attrs=None, backend):
+    return _reduce("count_nonzero", array, axis, keepdims, mask_identity, None, highlevel,
+                   behavior, attrs, backend)
+
+
+@public(ak.any)
+def any(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,  # noqa: A001
+        behavior=None, attrs=None, backend):
+    return _reduce("any", array, axis, keepdims, mask_identity, None, highlevel, behavior,
+                   attrs, backend)
+
+
+@public(ak.all)
+def all(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,  # noqa: A001
+        behavior=None, attrs=None, backend):
+    return _reduce("all", array, axis, keepdims, mask_identity, None, highlevel, behavior,
+                   attrs, backend)
+
+
+# -- shared driver -----------------------------------------------------------------------
+def _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel, behavior, attrs,
+            backend):
     layout = L.to_layout(array)
-    if not L.is_innermost(layout, axis):
-        raise NotNative(f"axis={axis} is not the innermost axis")
+    _check_native(layout)
+    mindepth, depth = layout.minmax_depth
+    if mindepth != depth:
+        raise NotNative("branching depth")
+    keepdims, mask_identity = bool(keepdims), bool(mask_identity)
+    if axis is None or (depth == 1 and _is_int(axis) and axis in (0, -1)):
+        return _reduce_all(fname, layout, depth, keepdims, mask_identity, initial, array,
+                           highlevel, behavior, attrs, backend)
+    if not _is_int(axis):
+        raise NotNative(f"axis={axis!r} is not an integer")
+    if depth < 2 or (axis if axis >= 0 else axis + depth) != depth - 1:
+        raise NotNative(f"axis={axis} is not the innermost axis of a depth-{depth} array")
 
-    def reduce(node):
-        offsets, content = L.list_offsets(node, backend)
-        values = L.leaf_values(content, backend)
-        out = backend.kernel("reduce_sum", values.dtype)(offsets, values)
-        return ak.contents.NumpyArray(out)
+    def reduce_lists(node):
+        return _reduce_lists(fname, node, keepdims, mask_identity, initial, backend)
 
-    return wrap(L.map_innermost_lists(layout, reduce), array, highlevel=highlevel,
-                behavior=behavior, attrs=attrs)
+    out = _map_innermost(layout, reduce_lists, backend)
+    return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
+
+
+def _is_int(axis) -> bool:
+    return isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_))
+
+
+def _check_native(node) -> None:
+    """NotNative for anything our kernels do not cover (awkward then decides)."""
+    if node.parameter("__array__") in _STRINGY or node.parameter("__array__") == "categorical":
+        raise NotNative(f"{node.parameter('__array__')} data")
+    if isinstance(node, C.NumpyArray):
+        if node.dtype.name not in _DTYPES or len(node.inner_shape) != 0:
+            raise NotNative(f"dtype {node.dtype} / shape {node.data.shape}")
+    elif isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray, C.IndexedArray,
+                           C.IndexedOptionArray, C.ByteMaskedArray, C.BitMaskedArray,
+                           C.UnmaskedArray)):
+        _check_native(node.content)
+    elif not isinstance(node, C.EmptyArray):
+        raise NotNative(f"{type(node).__name__} in the layout")
+
+
+def _map_innermost(node, fn, backend):
+    """Replace each innermost list node by ``fn(node)``, keeping what is above; option
+    nodes above are merged with an option-type result (as awkward's result types)."""
+    if node.is_list:
+        if node.content.purelist_depth == 1:
+            return fn(node)
+        return node.copy(content=_map_innermost(node.content, fn, backend))
+    if not (node.is_indexed or node.is_option):
+        raise NotNative(f"{type(node).__name__} above the innermost list")
+    return _rewrap(node, _map_innermost(node.content, fn, backend), backend)
+
+
+def _rewrap(node, inner, backend):
+    """``node`` (indexed or option) over the reduced ``inner``. An option over an option
+    result is merged into one IndexedOptionArray with nplike operations (awkward's own
+    ``simplified`` would call its kernels, which have no device build everywhere)."""
+    if not inner.is_option:
+        return node.copy(content=inner)
+    xp = backend.nplike
+    outer = _outer_index(node, backend)
+    if isinstance(inner, C.IndexedOptionArray):
+        inner_index, content = backend.asarray(inner.index.data), inner.content
+    else:  # ByteMaskedArray / BitMaskedArray / UnmaskedArray result
+        inner_index, content = _option_index(inner, backend), inner.content
+    if outer is None:  # IndexedArray above: a plain gather of the inner index
+        index = inner_index[backend.asarray(node.index.data)]
+    else:
+        index = xp.where(outer >= 0, inner_index[xp.maximum(outer, 0)], -1)
+    return C.IndexedOptionArray(ak.index.Index64(index.astype(np.int64, copy=False)), content,
+                                parameters=node.parameters)
+
+
+def _valid(node, backend):
+    xp = backend.nplike
+    if isinstance(node, C.UnmaskedArray):
+        return xp.ones(node.length, dtype=bool)
+    mask = backend.asarray(node.mask.data)
+    if isinstance(node, C.BitMaskedArray):
+        order = "little" if node.lsb_order else "big"
+        mask = xp.unpackbits(mask.view(np.uint8), bitorder=order)[: node.length]
+    return mask.astype(bool) == bool(node.valid_when)
+
+
+def _option_index(node, backend):
+    xp = backend.nplike
+    return xp.where(_valid(node, backend), xp.arange(node.length, dtype=np.int64), -1)
+
+
+def _outer_index(node, backend):
+    """The option index of ``node`` (-1 for None), or None for a non-option IndexedArray."""
+    if isinstance(node, C.IndexedArray):
+        return None
+    if isinstance(node, C.IndexedOptionArray):
+        return backend.asarray(node.index.data).astype(np.int64, copy=False)
+    return _option_index(node, backend)
+
+
+# -- innermost axis --------------------------------------------------------------------------
+def _present_values(offsets, content, backend):
+    """(offsets', values, positions) of the lists with their Nones dropped; ``positions``
+    (content positions of the kept values) is None when the content has no option."""
+    values, valid = L.option_content(content, backend)
+    if valid is None:
+        return offsets, values, None
+    new_offsets, positions = backend.kernel("filter")(offsets[:-1], offsets[1:], offsets, valid)
+    values = backend.kernel("carry", values.dtype)(values, positions)
+    return new_offsets, values, positions
+
+
+def _reduce_lists(fname, node, keepdims, mask_identity, initial, backend):
+    list_offsets, content = L.list_offsets(node, backend)
+    if fname == "count":  # reads no values unless Nones must be skipped
+        offsets = (_present_values(list_offsets, content, backend)[0] if content.is_option
+                   else list_offsets)
+        out = backend.kernel("reduce_count")(offsets)
+    else:
+        offsets, values, positions = _present_values(list_offsets, content, backend)
+        out = _segmented(fname, offsets, values, initial, backend)
+        if positions is not None and fname in ("argmin", "argmax"):
+            out = _slot_positions(out, offsets, positions, list_offsets, backend.nplike)
+    result = C.NumpyArray(out)
+    n = offsets.shape[0] - 1
+    if mask_identity:
+        empty = offsets[1:] == offsets[:-1]
+        result = C.ByteMaskedArray(ak.index.Index8(empty.view(np.int8)), result,
+                                   valid_when=False)
+    if keepdims:
+        result = C.RegularArray(result, 1, zeros_length=n)
+    return result
+
+
+def _slot_positions(local, present_offsets, positions, offsets, nplike):
+    """argmin/argmax over lists with their Nones dropped -> positions that count the
+    None slots (awkward's answer)."""
+    if positions.shape[0] == 0:
+        return local
+    found = local >= 0
+    kept = nplike.where(found, present_offsets[:-1] + local, 0)
+    return nplike.where(found, positions[kept] - offsets[:-1], -1)
+
+
+def _segmented(fname, offsets, values, initial, backend):
+    """One kernel launch over all lists of ``values``."""
+    dtype = values.dtype
+    is_bool = dtype == np.bool_
+    if fname in ("sum", "prod"):
+        name = f"reduce_{fname}_bool" if is_bool else f"reduce_{fname}"
+        return backend.kernel(name, dtype)(offsets, values)
+    if fname in ("min", "max"):
+        if is_bool:  # awkward: min = all, max = any; ``initial`` is not used for bools
+            name = "reduce_all" if fname == "min" else "reduce_any"
+            return backend.kernel(name, dtype)(offsets, values)
+        identity = _kernel_identity(fname, dtype, initial)
+        return backend.kernel(f"reduce_{fname}", dtype)(offsets, values, identity)
+    if fname == "count_nonzero":
+        return backend.kernel("reduce_countnonzero", dtype)(offsets, values)
+    return backend.kernel(f"reduce_{fname}", dtype)(offsets, values)
+
+
+def _default_identity(fname, dtype):
+    """awkward's identity of min/max: the integer extremes for integer dtypes, +-inf for
+    everything else (bool included, which numpy then casts to True)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.max if fname == "min" else info.min
+    return math.inf if fname == "min" else -math.inf
+
+
+def _kernel_identity(fname, dtype, initial):
+    """The start value of every list: ``initial`` or the default identity, exactly
+    representable in ``dtype`` (awkward converts it as a C argument of that type; other
+    values are left to awkward)."""
+    if initial is None:
+        return _default_identity(fname, dtype)
+    if isinstance(initial, (bool, np.bool_)) or not isinstance(initial, numbers.Real):
+        raise NotNative(f"initial={initial!r}")
+    if dtype.kind == "f":
+        return dtype.type(initial)
+    info = np.iinfo(dtype)
+    if not isinstance(initial, (int, np.integer)) or not info.min <= initial <= info.max:
+        raise NotNative(f"initial={initial!r} is not a {dtype} value")
+    return dtype.type(initial)
+
+
+# -- axis=None -----------------------------------------------------------------------------
+def _flat_leaf(node, backend):
+    """The depth-1 content whose entries are all values of ``node`` in awkward's order
+    (lists in order, IndexedArrays resolved, None lists dropped, Nones inside kept)."""
+    if node.purelist_depth == 1:
+        return node
+    lists = L.list_bounds(node, backend)
+    starts, stops, offsets = lists.starts, lists.stops, lists.offsets
+    if lists.valid is not None:
+        keep = backend.nplike.nonzero(lists.valid)[0]
+        starts, stops, offsets = starts[keep], stops[keep], None
+    new_offsets, content = L.runs(starts, stops, offsets, lists.content, backend)
+    return _flat_leaf(content[: int(new_offsets[-1])], backend)
+
+
+def _has_regular(node) -> bool:
+    if isinstance(node, C.RegularArray):
+        return True
+    return node.purelist_depth > 1 and _has_regular(node.content)
+
+
+def _reduce_all(fname, layout, depth, keepdims, mask_identity, initial, like, highlevel,
+                behavior, attrs, backend):
+    nplike = backend.nplike
+    leaf = _flat_leaf(layout, backend)
+    if keepdims and leaf.length == 0 and _has_regular(layout):
+        # awkward then keeps the regular dimensions with length 0 (e.g. 1 * 0 * 1 * int64)
+        raise NotNative("keepdims=True, axis=None over no values in a RegularArray")
+    values, valid = L.option_content(leaf, backend)
+    positions = None
+    if valid is not None:
+        positions = nplike.nonzero(valid)[0]
+        values = backend.kernel("carry", values.dtype)(values, positions)
+    n = values.shape[0]
+    whole = nplike.asarray([0, n], dtype=np.int64)
+    dtype = values.dtype
+    if fname == "sum":
+        value = nplike.sum(values)
+    elif fname in ("min", "max"):
+        if n == 0:
+            start = initial if initial is not None else _default_identity(fname, dtype)
+            value = nplike.asarray(start, dtype=dtype)
+        else:
+            value = nplike.min(values) if fname == "min" else nplike.max(values)
+            if initial is not None:
+                pick = nplike.minimum if fname == "min" else nplike.maximum
+                value = pick(value, nplike.asarray(initial, dtype=dtype))
+    elif fname == "count":
+        value = np.int64(n)
+    else:
+        out = _segmented(fname, whole, values, None, backend)
+        if positions is not None and fname in ("argmin", "argmax") and out[0] >= 0:
+            out = positions[out]
+        value = out[0]
+    value = nplike.asarray(value).reshape(1)
+    if keepdims:
+        result = C.NumpyArray(value)
+        if mask_identity:
+            result = C.ByteMaskedArray(ak.index.Index8(nplike.asarray([n == 0], dtype=np.int8)),
+                                       result, valid_when=False)
+        for _ in range(depth - 1):
+            result = C.RegularArray(result, 1, zeros_length=1)
+        return wrap(result, like, highlevel=highlevel, behavior=behavior, attrs=attrs)
+    if mask_identity and n == 0:
+        return None
+    return value[0]
