@@ -45,7 +45,7 @@ import warnings
 from dataclasses import dataclass, fields
 from typing import Any
 
-from coffea.processor import accumulate
+from coffea.processor import ProcessorABC, accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
 from gpuexec.scheduler import keys
@@ -53,6 +53,7 @@ from gpuexec.scheduler.report import (
     CallReport,
     ChunkRun,
     EntriesMismatch,
+    Fallback,
     Rerun,
     RunReport,
     SkippedChunk,
@@ -64,6 +65,18 @@ from gpuexec.scheduler.report import (
 __all__ = ["ChunkError", "GPUExecutor"]
 
 logger = logging.getLogger(__name__)
+
+
+def _root_cause(err: BaseException) -> BaseException:
+    """The innermost exception of a chain (what actually went wrong on the worker)."""
+    seen = set()
+    while id(err) not in seen:
+        seen.add(id(err))
+        nxt = err.__cause__ or err.__context__
+        if nxt is None:
+            break
+        err = nxt
+    return err
 
 
 class ChunkError(RuntimeError):
@@ -144,7 +157,7 @@ class _Partial:
     counts: dict  # chunk index -> units processed
     doubled: list  # chunk indices merged more than once
     skipped: list  # (chunk index, exception text)
-    runs: list  # (chunk index, worker, units, seconds)
+    runs: list  # (chunk indices of the task, worker, units, seconds, read s, transfer s)
 
 
 def _pack(value, compression):
@@ -182,52 +195,193 @@ def _unwrap_runner_retries(function):
     return function, None, ()
 
 
-class _Task:
-    """What a worker runs for each item (one object shared by all tasks of a call)."""
+def _runner_processor(work):
+    """The processor inside Runner's work function (``partial(Runner._work_function, ...,
+    processor_instance=...)``), or None for any other function."""
+    if (isinstance(work, functools.partial) and work.func is Runner._work_function
+            and "processor_instance" in work.keywords):
+        proc = work.keywords["processor_instance"]
+        if isinstance(proc, (bytes, bytearray)):  # Runner(processor_compression=...)
+            import cloudpickle
+            import lz4.frame
 
-    def __init__(self, function, compression, backends: dict[str, str]):
+            proc = cloudpickle.loads(lz4.frame.decompress(proc))
+        return proc if callable(proc) or hasattr(proc, "process") else None
+    return None
+
+
+# ------------------------------------------------------------------- device staging
+class _Timings:
+    """Seconds of one task spent reading columns (uproot, decompression) and moving them
+    to the device; the rest of the processor's time is compute."""
+
+    __slots__ = ("read", "transfer")
+
+    def __init__(self):
+        self.read = 0.0
+        self.transfer = 0.0
+
+
+def _device_copier(ak_backend: str):
+    """(copy host array -> device array, wait for the copy) for an awkward backend."""
+    if ak_backend == "cpu":
+        return (lambda a: a), (lambda: None)
+    import cupy
+
+    return cupy.asarray, (lambda: cupy.cuda.get_current_stream().synchronize())
+
+
+def stage_events(events, ak_backend: str, timings: _Timings | None = None):
+    """``events`` (coffea NanoEvents, virtual or not) on awkward backend ``ak_backend``,
+    still lazy: a column is read (and, for "cuda", copied to the device) once, when the
+    processor first touches it; ``timings`` collects the seconds of both. ``ak.to_backend``
+    cannot do this: it refuses buffers not yet read."""
+    import awkward as ak
+    from awkward._nplikes.virtual import VirtualNDArray
+
+    timings = timings if timings is not None else _Timings()
+    copy, wait = _device_copier(ak_backend)
+    form, length, container = ak.to_buffers(events)
+
+    def lazy(buffer):
+        def load():
+            t0 = time.perf_counter()
+            host = buffer.materialize() if isinstance(buffer, VirtualNDArray) else buffer
+            t1 = time.perf_counter()
+            out = copy(host)
+            wait()
+            timings.read += t1 - t0
+            timings.transfer += time.perf_counter() - t1
+            return out
+        return load
+
+    return ak.from_buffers(form, length, {k: lazy(v) for k, v in container.items()},
+                           backend=ak_backend, behavior=events.behavior, attrs=events.attrs)
+
+
+def to_host(value):
+    """``value`` with device arrays (awkward on a GPU backend, CuPy) replaced by host
+    copies, through dicts (in place, keeping accumulator types), lists and tuples."""
+    import awkward as ak
+
+    if isinstance(value, ak.Array):
+        return value if ak.backend(value) == "cpu" else ak.to_backend(value, "cpu")
+    if hasattr(value, "__cuda_array_interface__") and hasattr(value, "get"):
+        return value.get()
+    if isinstance(value, dict):
+        for key in list(value):
+            value[key] = to_host(value[key])
+        return value
+    if isinstance(value, list):
+        value[:] = [to_host(v) for v in value]
+        return value
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(to_host(v) for v in value)
+    return value
+
+
+class _StagedProcessor(ProcessorABC):
+    """The user's processor as a GPU-pool task runs it: its events staged on the
+    device (``stage_events``), its output brought back to the host."""
+
+    def __init__(self, processor, ak_backend: str, timings: _Timings):
+        self.processor, self.ak_backend, self.timings = processor, ak_backend, timings
+
+    def process(self, events):
+        staged = stage_events(events, self.ak_backend, self.timings)
+        run = self.processor.process if hasattr(self.processor, "process") else self.processor
+        return to_host(run(staged))
+
+    def postprocess(self, accumulator):
+        return self.processor.postprocess(accumulator)
+
+
+class _Task:
+    """What a worker runs for each task (one object shared by all tasks of a call).
+
+    On a GPU pool a task makes one attempt, under the pool's backend with its events
+    staged on the device; a failure there (out of device memory, a driver error, a
+    worker crash) is retried by the executor on a CPU worker, where the retries and the
+    skip rule of coffea's ``Runner`` apply."""
+
+    def __init__(self, function, compression, backends: dict[str, str], gpu_pools=()):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         self.compression = compression
         self.backends = backends  # pool -> kernel backend its tasks run under
+        self.gpu_pools = frozenset(gpu_pools)
 
-    def _call(self, item):
-        if self.retries is None:
-            return self.function(item)
+    def _work(self, pool: str, timings: _Timings):
+        """The work function for ``pool``: Runner's, with the processor's events staged
+        on the pool's device and their reading timed."""
+        proc = _runner_processor(self.function)
+        if proc is None:
+            return self.function
+        import gpuexec.kernels as gk
+
+        ak_backend = "cpu"
+        if pool in self.gpu_pools:
+            ak_backend = getattr(gk.get_backend(self.backends[pool]), "ak_backend", "cpu")
+        if ak_backend == "cpu":
+            # host columns: the processor runs on coffea's events unchanged (staging on the
+            # host only adds a rebuild of the events; its reads are then not timed apart)
+            return self.function
+        staged = _StagedProcessor(proc, ak_backend, timings)
+        return functools.partial(self.function.func, *self.function.args,
+                                 **dict(self.function.keywords, processor_instance=staged))
+
+    def _call(self, item, pool: str, timings: _Timings):
+        work = self._work(pool, timings)
+        if self.retries is None or pool in self.gpu_pools:
+            return work(item)
         for attempt in range(self.retries + 1):
             try:
-                return self.function(item)
+                return work(item)
             except Exception as err:
                 if attempt < self.retries:
                     logger.warning("gpuexec: %s: attempt %d of %d failed (%s: %s)",
                                    describe_item(item), attempt + 1, self.retries + 1,
                                    type(err).__name__, err)
+                    timings.read = timings.transfer = 0.0
                     continue
                 if self.skip_on and any(isinstance(c, self.skip_on) for c in _chain(err)):
                     raise _Skip(f"{type(err).__name__}: {err}") from err
                 raise
 
-    def __call__(self, item, index: int, pool: str) -> _Partial:
+    def __call__(self, item, indices: tuple, pool: str, part_units: tuple) -> _Partial:
         import gpuexec.kernels as gk
         from gpuexec.scheduler.plugins import pin_task_thread
 
         pin_task_thread()
+        timings = _Timings()
         start = time.perf_counter()
         try:
             with gk.using(self.backends[pool]):
-                out = self._call(item)
+                out = self._call(item, pool, timings)
         except _Skip as skip:
-            return _Partial(None, False, {}, [], [(index, str(skip))], [])
+            return _Partial(None, False, {}, [], [(i, str(skip)) for i in indices], [])
         except Exception as err:
-            raise ChunkError(f"{describe_item(item)} failed on worker {_worker_name()}: "
-                             f"{type(err).__name__}: {err}", _chain(err)) from err
+            raise ChunkError(f"{describe_item(item)} failed on worker {_worker_name()} "
+                             f"({pool} pool): {type(err).__name__}: {err}",
+                             _chain(err)) from err
         seconds = time.perf_counter() - start
         if out is None:  # the function swallowed its error (e.g. coffea's own skip)
-            return _Partial(None, False, {}, [], [(index, "no output (the work function returned "
-                                                   "None; its warning is in the worker log)")], [])
+            return _Partial(None, False, {}, [], [(i, "no output (the work function returned "
+                                                   "None; its warning is in the worker log)")
+                                                  for i in indices], [])
         units = _units(item, out)
         value, packed = _pack(out, self.compression)
-        return _Partial(value, packed, {index: units}, [], [],
-                        [(index, _worker_name(), units, seconds)])
+        return _Partial(value, packed, _split_units(indices, part_units, units), [], [],
+                        [(tuple(indices), _worker_name(), units, seconds, timings.read,
+                          timings.transfer)])
+
+
+def _split_units(indices, part_units, units: int) -> dict:
+    """Units per original chunk of a (possibly merged) task: each part's own when the
+    task's total is right; otherwise the difference lands on the first part, which the
+    entry check then names."""
+    counts = dict(zip(indices, part_units))
+    counts[indices[0]] += units - sum(part_units)
+    return counts
 
 
 def _worker_name() -> str:
@@ -239,8 +393,14 @@ def _worker_name() -> str:
         return "client"
 
 
-def _run_item(item, index: int, pool: str, task: _Task) -> _Partial:
-    return task(item, index, pool)
+def _run_item(item, indices: tuple, pool: str, part_units: tuple, task: _Task) -> _Partial:
+    return task(item, indices, pool, part_units)
+
+
+def _timing_of(part: _Partial) -> list:
+    """The small part of a task's output the client needs as it completes (placement
+    feedback, progress); runs where the output is."""
+    return part.runs
 
 
 def _merge(parts: list[_Partial], compression) -> _Partial:
@@ -265,14 +425,45 @@ def _merge(parts: list[_Partial], compression) -> _Partial:
 
 # -------------------------------------------------------------------------- executor
 class _SharedState:
-    """What every copy of one executor shares: the report of the last run."""
+    """What every copy of one executor shares: the report and placement of the last run,
+    and the calibration measured on the cluster."""
 
     def __init__(self):
         self.report: RunReport | None = None
+        self.placement = None
+        self.calibration = None
 
     def record(self, call: CallReport) -> RunReport:
         self.report = (self.report or RunReport()).add(call)
         return self.report
+
+
+_announced_no_gpu = False
+
+
+@functools.lru_cache(maxsize=1)
+def _visible_devices() -> tuple:
+    from gpuexec.scheduler.devices import discover
+
+    return tuple(discover())
+
+
+def _say_no_gpu(announce=print) -> None:
+    global _announced_no_gpu
+    if not _announced_no_gpu:
+        _announced_no_gpu = True
+        announce("gpuexec: no GPU found: CPU workers only")
+
+
+@dataclass
+class _Submitted:
+    """One task in flight: the chunks (indices) it runs, on which pool."""
+
+    indices: tuple
+    pool: str
+    future: Any
+    timing: Any
+    task: int | None = None  # merged task number in the placement records
 
 
 @dataclass
@@ -281,14 +472,36 @@ class GPUExecutor(ExecutorBase):
 
     Parameters (besides coffea's ``status``, ``unit``, ``desc``, ``compression``):
         client: an existing ``distributed.Client``; its workers must declare the
-            resource ``CPU`` (e.g. ``LocalCluster(resources={"CPU": threads})``).
+            resource ``CPU`` (e.g. ``LocalCluster(resources={"CPU": threads})``), and
+            GPU workers ``GPU`` (then its GPU tasks run under ``gpu_backend``).
             None (default): gpuexec's embedded local cluster, started on first use,
             shared by all executors with the same settings, closed by ``close()``, the
             ``with`` block or at interpreter exit.
+        gpu_workers: GPU workers of the embedded cluster (default: one per visible GPU,
+            each pinned to its device; 0: none). Without a GPU: CPU workers only (said
+            once).
+        gpu_backend: the kernel backend of the GPU pool (default: "cuda" on NVIDIA,
+            "hip" on AMD). ``"cpu"`` runs the GPU pool on the CPU backend: a pool of
+            ``gpu_workers`` (default 1) workers that behaves as a GPU pool (placement,
+            merged tasks, fallback to CPU workers on failure) without a GPU, for tests.
+        gpu_threads: threads of each GPU worker; ``gpu_slots`` (default: as many) chunks
+            in flight per GPU worker, so that one chunk's reading and decompression
+            overlaps another's GPU compute.
         cpu_workers: CPU worker processes of the embedded cluster (default: one per
-            ``threads_per_worker`` cores this process may use).
-        threads_per_worker: threads of each embedded worker; the kernel engine's numba
-            thread count is set to the same number.
+            ``threads_per_worker`` of the cores the GPU workers leave; 0: none).
+        threads_per_worker: threads of each embedded CPU worker; the kernel engine's
+            numba thread count is set to the same number.
+        calibration: "auto" (the kernel-engine calibration, run once on a GPU worker and
+            cached on disk per device), a ``Calibration``, or None (a neutral seed: the
+            pools' observed times decide).
+        crossover: a fixed GPU crossover in events per chunk (default: the models').
+        probe: chunks each pool gets first, whatever the models say.
+        gpu_merge: adjacent chunks of one file merged into one GPU task, at most (1: no
+            merging).
+        window: chunks in flight, as a multiple of the cluster's slots (windowed
+            submission: each chunk is placed as earlier ones complete).
+        gpu_lost_after: seconds without any worker of a GPU pool before its chunks are
+            moved to CPU workers.
         memory_limit: per embedded worker ("auto": a share of the machine's memory).
         dashboard_address: of the embedded cluster (localhost; a busy port is replaced
             by a free one).
@@ -302,8 +515,18 @@ class GPUExecutor(ExecutorBase):
     """
 
     client: Any = None
+    gpu_workers: int | None = None
+    gpu_backend: str | None = None
+    gpu_threads: int = 2
+    gpu_slots: int | None = None
     cpu_workers: int | None = None
     threads_per_worker: int = 1
+    calibration: Any = "auto"
+    crossover: float | None = None
+    probe: int = 0
+    gpu_merge: int = 4
+    window: float = 2.0
+    gpu_lost_after: float = 5.0
     memory_limit: str | int | float = "auto"
     dashboard_address: str = "127.0.0.1:8787"
     treereduction: int = 20
@@ -316,8 +539,12 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"treereduction must be >= 2, got {self.treereduction}")
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
-        if self.threads_per_worker < 1:
-            raise ValueError(f"threads_per_worker must be >= 1, got {self.threads_per_worker}")
+        if self.threads_per_worker < 1 or self.gpu_threads < 1:
+            raise ValueError("threads_per_worker and gpu_threads must be >= 1")
+        if self.gpu_workers is not None and self.gpu_workers < 0:
+            raise ValueError(f"gpu_workers must be >= 0, got {self.gpu_workers}")
+        if self.window <= 0 or self.gpu_merge < 1:
+            raise ValueError("window must be > 0 and gpu_merge >= 1")
         self._shared = _SharedState()
 
     # coffea's ExecutorBase.copy passes every attribute to the constructor; copies must
@@ -341,23 +568,61 @@ class GPUExecutor(ExecutorBase):
     @property
     def report(self) -> RunReport | None:
         """The last run: its preprocessing and processing calls, skipped chunks,
-        chunks re-run after a worker died, where each chunk ran."""
+        chunks re-run after a worker died or moved from a GPU to a CPU pool, merged GPU
+        tasks, where each chunk ran and the placement decisions."""
         return self._shared.report
 
+    @property
+    def placement(self):
+        """The placement policy of the last processing call
+        (``gpuexec.scheduler.placement.Placement``: ``decisions()``, ``summary()``)."""
+        return self._shared.placement
+
     # ----------------------------------------------------------------- the cluster
+    def _gpu_plan(self) -> tuple[str, list[dict]]:
+        """(GPU pool backend, one pinning environment per GPU worker)."""
+        if self.gpu_workers == 0:
+            return "cpu", []
+        if self.gpu_backend == "cpu":
+            n = 1 if self.gpu_workers is None else self.gpu_workers
+            return "cpu", [{"GPUEXEC_DEVICE": f"cpu-{i}"} for i in range(n)]
+        devices = _visible_devices()
+        if not devices:
+            if self.gpu_workers:
+                warnings.warn(f"gpu_workers={self.gpu_workers} but no GPU is visible",
+                              RuntimeWarning, stacklevel=3)
+            _say_no_gpu()
+            return "cpu", []
+        from gpuexec.scheduler.devices import AMD
+
+        backend = self.gpu_backend or ("hip" if devices[0].vendor == AMD else "cuda")
+        n = len(devices) if self.gpu_workers is None else self.gpu_workers
+        return backend, [devices[i % len(devices)].pin_env() for i in range(n)]
+
     def cluster_spec(self):
         """The embedded cluster this executor uses when no client is given."""
         from gpuexec.scheduler.cluster import ClusterSpec
 
+        backend, envs = self._gpu_plan()
         return ClusterSpec.local(self.cpu_workers, self.threads_per_worker, self.memory_limit,
-                                 self.dashboard_address, self.allowed_failures)
+                                 self.dashboard_address, self.allowed_failures,
+                                 gpu_envs=envs, gpu_threads=self.gpu_threads,
+                                 gpu_slots=self.gpu_slots, gpu_backend=backend)
 
-    def _pools(self) -> dict:
-        from gpuexec.scheduler.cluster import WorkerPool
+    def _pools(self, client=None) -> dict:
+        from gpuexec.scheduler.cluster import GPU, WorkerPool
 
         if self.client is None:
             return {p.name: p for p in self.cluster_spec().pools if p.workers}
-        return {"cpu": WorkerPool.cpu(0, self.threads_per_worker)}
+        pools = {"cpu": WorkerPool.cpu(0, self.threads_per_worker)}
+        if client is not None:  # a user's cluster: a GPU pool of its workers declaring GPU
+            gpus = [w for w in _workers(client).values() if w.get("resources", {}).get(GPU)]
+            if gpus:
+                slots = int(min(w["resources"][GPU] for w in gpus))
+                pools = {"gpu": WorkerPool("gpu", len(gpus), max(1, slots),
+                                           resources={GPU: slots}, task_resources={GPU: 1},
+                                           backend=self.gpu_backend or "cuda"), **pools}
+        return pools
 
     def _connect(self):
         from gpuexec.scheduler import cluster, plugins
@@ -366,7 +631,7 @@ class GPUExecutor(ExecutorBase):
             client = cluster.shared_client(self.cluster_spec())
         else:
             client = self.client
-            _check_resources(client, self._pools())
+            _check_resources(client, {"cpu": self._pools()["cpu"]})
         ledger = plugins.install(client)
         return client, ledger
 
@@ -384,10 +649,35 @@ class GPUExecutor(ExecutorBase):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _place(self, items: list, pools: dict) -> list[str]:
-        """The pool of each item. Part 1 has a CPU pool only; part 2 puts the
-        size-aware placement policy (gpuexec.scheduler) here."""
-        return ["cpu"] * len(items)
+    # -------------------------------------------------------------- placement
+    def _calibration(self, client, pools: dict):
+        """The calibration seeding the placement: measured where the GPU is (one task
+        on a GPU worker, cached on disk there and here for this executor's copies)."""
+        if self.calibration != "auto":
+            return self.calibration
+        if self._shared.calibration is None:
+            gpu = next((p for p in pools.values() if p.is_gpu), None)
+            if gpu is None:
+                return None
+            from gpuexec.scheduler.calibration import get_calibration
+
+            try:
+                self._shared.calibration = client.submit(
+                    get_calibration, gpu=gpu.backend != "cpu", pure=False,
+                    resources=gpu.task_resources_dict(), key=f"calibration-{keys.new_run_token()}",
+                ).result()
+            except Exception as err:  # the policy works without it: observed times decide
+                warnings.warn(f"gpuexec: calibration on the GPU worker failed ({err!r}); "
+                              "placement starts from a neutral seed", RuntimeWarning,
+                              stacklevel=3)
+                self._shared.calibration = False
+        return self._shared.calibration or None
+
+    def _placement(self, client, pools: dict):
+        from gpuexec.scheduler.placement import Placement
+
+        return Placement.from_pools(pools.values(), self._calibration(client, pools),
+                                    crossover=self.crossover, probe=self.probe)
 
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):
@@ -396,47 +686,52 @@ class GPUExecutor(ExecutorBase):
             return accumulator, 0
         started = time.perf_counter()
         client, ledger = self._connect()
-        pools = self._pools()
-        placement = self._place(items, pools)
+        pools = self._pools(client)
         run = keys.new_run_token()
         labels = [keys.item_label(item) for item in items]
+        chunks = all(isinstance(item, WorkItem) for item in items)
+        if not chunks:  # file metadata and generic items: the CPU pool when there is one
+            name = "cpu" if pools.get("cpu") is not None and pools["cpu"].workers else next(iter(pools))
+            pools = {name: pools[name]}
+        policy = self._placement(client, pools) if chunks and len(pools) > 1 else None
 
         # The task callable travels inside the graph: pickled once per message, so once
         # per batch of tasks sent to a worker. (As a future it would be a dependency, and
         # Dask places tasks where their dependencies are: all on one worker.)
-        task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()})
-        futures = [None] * len(items)
-        for name, pool in pools.items():
-            indices = [i for i, p in enumerate(placement) if p == name]
-            if not indices:
-                continue
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", "Large object of size")
-                submitted = client.map(
-                    _run_item, [items[i] for i in indices], indices, [name] * len(indices),
-                    task=task,
-                    key=[keys.chunk_key(name, run, i, labels[i]) for i in indices],
-                    resources=pool.task_resources_dict(), pure=False, priority=self.priority,
-                    retries=self.retries if task.retries is None else 0,
-                )
-            for i, future in zip(indices, submitted):
-                futures[i] = future
-        final = self._reduce_tree(client, futures, run, pools["cpu"].task_resources_dict())
-        del futures  # the client holds the final merge only: workers free merged outputs
+        task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
+                     [n for n, p in pools.items() if p.is_gpu])
+        loop = _Loop(self, client, pools, items, labels, run, task, policy)
+        progress = None
+        if self.status:
+            from gpuexec.scheduler.progress import WindowProgress
+
+            try:
+                progress = WindowProgress(self.desc, self.unit).__enter__()
+            except Exception as err:  # the bar is a view: a broken one must not fail the run
+                warnings.warn(f"gpuexec progress bar failed: {err!r}", RuntimeWarning,
+                              stacklevel=2)
         try:
-            if self.status:
-                self._show_progress(client, final)
-            result: _Partial = final.result()
+            loop.progress = progress
+            try:
+                final = loop.run()
+                result: _Partial = final.result()
+                if progress is not None:
+                    progress.merges(done=loop.merges_submitted)
+            finally:
+                if progress is not None:
+                    progress.__exit__(None, None, None)
         except BaseException as err:
-            client.cancel([final])
+            loop.cancel()
             explained = self._explain(err, items)
             if explained is err:
                 raise
             raise explained from err
         reruns = self._reruns(client, run) if ledger else []
         value = _unpack(result)
-        call, mismatch = self._account(items, placement, labels, result, reruns,
-                                       time.perf_counter() - started)
+        if policy is not None:
+            self._shared.placement = policy
+        call, mismatch = self._account(items, loop, labels, result, reruns,
+                                       time.perf_counter() - started, policy)
         report = self._shared.record(call)
         if mismatch is not None:
             raise mismatch
@@ -447,27 +742,6 @@ class GPUExecutor(ExecutorBase):
             value["metrics"]["skipped"] = [s.as_dict() for s in report.skipped]
             value["metrics"]["chunks_per_pool"] = call.pools
         return accumulate([value], accumulator), 0
-
-    def _reduce_tree(self, client, work: list, run: str, resources: dict):
-        level = 0
-        while len(work) > 1:
-            groups = [work[i:i + self.treereduction]
-                      for i in range(0, len(work), self.treereduction)]
-            work = client.map(
-                _merge, groups, compression=self.compression,
-                key=[keys.merge_key(run, level, j) for j in range(len(groups))],
-                resources=resources, pure=False, priority=self.priority,
-            )
-            level += 1
-        return work[0]
-
-    def _show_progress(self, client, final) -> None:
-        from gpuexec.scheduler.progress import PoolProgress
-
-        try:
-            PoolProgress(final, client, self.desc, self.unit).run()
-        except Exception as err:  # the bar is a view: a broken one must not fail the run
-            warnings.warn(f"gpuexec progress bar failed: {err!r}", RuntimeWarning, stacklevel=3)
 
     def _explain(self, err: BaseException, items: list) -> BaseException:
         """The error to raise for a failed call, naming the chunk where Dask knows it."""
@@ -492,7 +766,8 @@ class GPUExecutor(ExecutorBase):
             out.append(Rerun(parsed["label"] if parsed else str(key), worker, what))
         return out
 
-    def _account(self, items, placement, labels, result: _Partial, reruns, seconds):
+    def _account(self, items, loop: "_Loop", labels, result: _Partial, reruns, seconds,
+                 policy):
         """The call's report, and the EntriesMismatch to raise (None if all is well)."""
         stage, unit = _stage(items[0])
         skipped = {index: text for index, text in result.skipped}
@@ -504,29 +779,332 @@ class GPUExecutor(ExecutorBase):
                 lambda i: f"chunk #{i} ({describe_item(items[i])})", unit)
         except EntriesMismatch as err:
             processed, mismatch = sum(result.counts.values()), err
+        runs = []
+        for indices, worker, units, secs, read, transfer in result.runs:
+            task = loop.task_of.get(indices[0]) if len(indices) > 1 else None
+            total = sum(_expected_units(items[i]) for i in indices) or 1
+            for i in indices:
+                share = _expected_units(items[i]) / total
+                runs.append((i, ChunkRun(labels[i], loop.pool_of[i], worker,
+                                         units if len(indices) == 1 else _expected_units(items[i]),
+                                         secs * share, read * share, transfer * share, task)))
         call = CallReport(
             stage=stage, unit=unit, chunks=len(items),
             expected=sum(_expected_units(item) for i, item in enumerate(items) if i not in skipped),
             processed=processed,
             skipped=[SkippedChunk.of(items[i], stage, text) for i, text in sorted(skipped.items())],
             reruns=reruns,
-            runs=[ChunkRun(labels[i], placement[i], worker, units, secs)
-                  for i, worker, units, secs in sorted(result.runs)],
+            runs=[r for _, r in sorted(runs, key=lambda x: x[0])],
             seconds=seconds,
             files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
                             for item in items),
+            fallbacks=loop.fallbacks,
+            merges=loop.merge_notes,
+            placement=(None if policy is None else
+                       {"decisions": policy.decisions(), "summary": policy.summary()}),
         )
         return call, mismatch
+
+
+class _Loop:
+    """One call's windowed submission: chunks are placed as earlier ones complete (at
+    most ``window`` x the cluster's slots in flight), GPU-placed chunks of one file are
+    merged into larger tasks, completed outputs are merged on the cluster as they come,
+    failed GPU tasks are re-run on CPU workers, and a GPU pool without workers hands its
+    chunks to the CPU pool."""
+
+    def __init__(self, ex: GPUExecutor, client, pools: dict, items, labels, run, task, policy):
+        from gpuexec.scheduler.placement import pool_slots
+
+        self.ex, self.client, self.pools, self.items = ex, client, pools, items
+        self.labels, self.run_token, self.task, self.policy = labels, run, task, policy
+        self.gpu = [n for n, p in pools.items() if p.is_gpu]
+        self.cpu = [n for n, p in pools.items() if not p.is_gpu]
+        self.slots = sum(pool_slots(p) for p in pools.values())
+        self.limit = max(1, int(round(ex.window * self.slots)))
+        self.pending = list(range(len(items)))[::-1]  # stack: pop() gives the next chunk
+        self.pending_units = sum(_expected_units(item) for item in items)
+        self.in_flight: dict = {}  # timing future key -> _Submitted
+        self.chunks_in_flight = 0
+        self.levels: list[list] = []  # the reduction tree's open levels (futures)
+        self.ready: dict = {}  # first chunk index -> (output future, its chunk indices)
+        self.frontier = 0  # lowest chunk index whose output has not joined the tree
+        self.accounted: set[int] = set()
+        self.moving: dict = {}  # key of a GPU output's copy to a CPU worker -> (copy, _Submitted)
+        self.pool_of: dict[int, str] = {}
+        self.task_of: dict[int, int] = {}
+        self.fallbacks: list = []
+        self.merge_notes: list[str] = []
+        self.merges_submitted = 0
+        self.dead: set[str] = set()  # GPU pools without workers
+        self.missing_since: dict[str, float] = {}
+        self.progress = None
+        self._tasks = 0
+        merge_pool = pools[self.cpu[0]] if self.cpu else pools[self.gpu[0]]
+        self.merge_resources = merge_pool.task_resources_dict()
+
+    # ------------------------------------------------------------------ placing
+    def _choose(self, i: int) -> str:
+        if self.policy is None:
+            name = self.cpu[0] if self.cpu else self.gpu[0]
+            self.pool_of[i] = name
+            return name
+        from gpuexec.scheduler.placement import Chunk
+
+        item = self.items[i]
+        self.pending_units -= _expected_units(item)
+        pool = self.policy.assign(Chunk.of(item, i), backlog_events=self.pending_units)
+        if pool in self.dead and self.cpu:
+            self.policy.retry(i, self.cpu[0], reason=f"{pool} pool has no worker")
+            pool = self.cpu[0]
+        self.pool_of[i] = pool
+        return pool
+
+    def _refill(self) -> None:
+        batch: dict[str, list[int]] = {}
+        while self.pending and self.chunks_in_flight + sum(map(len, batch.values())) < self.limit:
+            i = self.pending.pop()
+            batch.setdefault(self._choose(i), []).append(i)
+        for pool, indices in batch.items():
+            self._submit(pool, indices)
+
+    def _submit(self, pool: str, indices: list[int], merge: bool = True) -> None:
+        from gpuexec.scheduler.placement import merge_for_gpu
+
+        if pool in self.gpu and merge and self.ex.gpu_merge > 1 and len(indices) > 1:
+            sizes = sorted(_expected_units(self.items[i]) for i in indices)
+            target = self.ex.gpu_merge * sizes[len(sizes) // 2]
+            merged = merge_for_gpu([self.items[i] for i in indices], max(1, target))
+            groups = [tuple(indices[k] for k in part) for part in merged.parts]
+            tasks = list(merged.items)
+            for m in merged.merges:
+                note = m.describe()
+                self.merge_notes.append(note)
+                logger.info("gpuexec: %s", note)
+        else:
+            groups = [(i,) for i in indices]
+            tasks = [self.items[i] for i in indices]
+        spec = self.pools[pool]
+        keys_ = []
+        for group in groups:
+            number = None
+            if len(group) > 1 and self.policy is not None:
+                number = self.policy.mark_merged(group)
+                for i in group:
+                    self.task_of[i] = number
+            keys_.append(keys.chunk_key(pool, self.run_token, group[0], self.labels[group[0]]
+                                        + (f"+{len(group) - 1}" if len(group) > 1 else "")
+                                        + f"~{self._tasks}"))
+            self._tasks += 1
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Large object of size")
+            futures = self.client.map(
+                _run_item, tasks, groups, [pool] * len(groups),
+                [tuple(_expected_units(self.items[i]) for i in g) for g in groups],
+                task=self.task, key=keys_, resources=spec.task_resources_dict(), pure=False,
+                priority=self.ex.priority,
+                retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
+            )
+            timings = self.client.map(_timing_of, futures, pure=False,
+                                      key=[f"timing-{k}" for k in keys_],
+                                      priority=self.ex.priority + 1)
+        for group, future, timing in zip(groups, futures, timings):
+            self.in_flight[timing.key] = _Submitted(group, pool, future, timing,
+                                                    self.task_of.get(group[0]))
+            self.chunks_in_flight += len(group)
+        if self.progress is not None:
+            self.progress.placed(pool, sum(map(len, groups)))
+
+    # ------------------------------------------------------------------ outputs
+    def _collect(self, future, indices) -> None:
+        """Take a task's output into the reduction, in chunk order whatever the order of
+        completion (so that outputs such as growing categorical axes come out as in
+        coffea's executors): outputs wait until every earlier chunk's is in, then join
+        level 0 of the tree; a level holding ``treereduction`` outputs merges them into
+        one output of the level above."""
+        self.ready[min(indices)] = (future, indices)
+        while True:
+            if self.frontier in self.accounted:
+                self.frontier += 1
+            elif self.frontier in self.ready:
+                future, covered = self.ready.pop(self.frontier)
+                self.accounted.update(covered)
+                self._push(0, future)
+            else:
+                break
+
+    def _push(self, level: int, future) -> None:
+        while len(self.levels) <= level:
+            self.levels.append([])
+        self.levels[level].append(future)
+        if len(self.levels[level]) >= self.ex.treereduction:
+            group, self.levels[level] = self.levels[level], []
+            merged = self.client.submit(
+                _merge, group, compression=self.ex.compression,
+                key=keys.merge_key(self.run_token, level, self.merges_submitted),
+                resources=self.merge_resources, pure=False, priority=self.ex.priority)
+            self.merges_submitted += 1
+            if self.progress is not None:
+                self.progress.merges(submitted=1)
+            self._push(level + 1, merged)
+
+    @property
+    def outputs(self) -> list:
+        # higher levels hold earlier chunks
+        return [f for level in reversed(self.levels) for f in level] + \
+            [f for f, _ in self.ready.values()]
+
+    def _finish_tree(self):
+        if self.ready:
+            raise RuntimeError("gpuexec: internal error: outputs of chunks "
+                               f"{sorted(self.ready)} wait for chunk #{self.frontier}")
+        work, level = self.outputs, len(self.levels)
+        while len(work) > 1:
+            groups = [work[i:i + self.ex.treereduction]
+                      for i in range(0, len(work), self.ex.treereduction)]
+            work = self.client.map(
+                _merge, groups, compression=self.ex.compression,
+                key=[keys.merge_key(self.run_token, level, self.merges_submitted + j)
+                     for j in range(len(groups))],
+                resources=self.merge_resources, pure=False, priority=self.ex.priority)
+            self.merges_submitted += len(groups)
+            if self.progress is not None:
+                self.progress.merges(submitted=len(groups))
+            level += 1
+        return work[0]
+
+    # ------------------------------------------------------------------ faults
+    def _fall_back(self, sub: _Submitted, reason: str) -> None:
+        """Re-run the chunks of a GPU task on the CPU pool (each chunk alone)."""
+        cpu = self.cpu[0]
+        for i in sub.indices:
+            if self.policy is not None:
+                self.policy.retry(i, cpu, reason=f"retry on CPU: {reason}")
+            self.pool_of[i] = cpu
+            self.fallbacks.append(Fallback(self.labels[i], sub.pool, cpu, reason))
+        logger.warning("gpuexec: %d chunk(s) (%s) moved from the %s pool to the CPU pool: %s",
+                       len(sub.indices), self.labels[sub.indices[0]], sub.pool, reason)
+        self._submit(cpu, list(sub.indices), merge=False)
+
+    def _failed(self, sub: _Submitted, err: BaseException) -> None:
+        if sub.pool in self.gpu and self.cpu:
+            root = _root_cause(err)
+            reason = f"{type(root).__name__}: {root}".splitlines()[0][:200]
+            if root is not err:  # the wrapper names file and entry range
+                reason += f" ({type(err).__name__}: {err})".splitlines()[0][:200]
+            self._fall_back(sub, reason)
+            return
+        raise err
+
+    def _watch_gpu_pools(self) -> None:
+        """A GPU pool none of whose workers is alive for ``gpu_lost_after`` seconds hands
+        its tasks (which Dask would keep waiting for a GPU worker) to the CPU pool."""
+        if not self.gpu or not self.cpu:
+            return
+        live = _workers(self.client)
+        now = time.monotonic()
+        for name in self.gpu:
+            if name in self.dead:
+                continue
+            need = self.pools[name].task_resources_dict()
+            if any(all(w.get("resources", {}).get(r, 0) >= n for r, n in need.items())
+                   for w in live.values()):
+                self.missing_since.pop(name, None)
+                continue
+            since = self.missing_since.setdefault(name, now)
+            if now - since < self.ex.gpu_lost_after:
+                continue
+            self.dead.add(name)
+            logger.warning("gpuexec: the %s pool has had no worker for %.0f s: its chunks run "
+                           "on CPU workers", name, now - since)
+            for key, sub in list(self.in_flight.items()):
+                if sub.pool == name:
+                    del self.in_flight[key]
+                    self.chunks_in_flight -= len(sub.indices)
+                    self.client.cancel([sub.future, sub.timing])
+                    self._fall_back(sub, f"the {name} pool lost its last worker")
+            for key, (copy, sub) in list(self.moving.items()):
+                if sub.pool == name:
+                    del self.moving[key]
+                    self.client.cancel([copy, sub.future])
+                    self._fall_back(sub, f"the {name} pool lost its last worker "
+                                         "before its output was merged")
+
+    # ------------------------------------------------------------------ the loop
+    def run(self):
+        from distributed.client import FIRST_COMPLETED, _wait
+
+        self._refill()
+        last_check = 0.0
+        while self.in_flight or self.moving:
+            watched = [s.timing for s in self.in_flight.values()]
+            watched += [copy for copy, _ in self.moving.values()]
+            try:
+                done, _ = self.client.sync(_wait, watched, timeout=1.0,
+                                           return_when=FIRST_COMPLETED)
+            except TimeoutError:
+                done = ()
+            for timing in done:
+                if timing.key in self.moving:
+                    copy, sub = self.moving.pop(timing.key)
+                    if copy.status == "error":
+                        raise copy.exception()
+                    self._collect(copy, sub.indices)
+                    continue
+                sub = self.in_flight.pop(timing.key, None)
+                if sub is None:
+                    continue
+                self.chunks_in_flight -= len(sub.indices)
+                if timing.status == "error":
+                    self._failed(sub, timing.exception())
+                    continue
+                if timing.status == "cancelled":
+                    raise ChunkError(f"{describe_item(self.items[sub.indices[0]])}: its task "
+                                     "was cancelled")
+                runs = timing.result()
+                if self.policy is not None:
+                    for indices, _worker, _units, seconds, _r, _t in runs:
+                        self.policy.observe(list(indices), seconds)
+                if sub.pool in self.gpu and self.cpu:
+                    # its output moves to a CPU worker at once: a GPU worker that dies later
+                    # takes no result with it (Dask could only recompute it on a GPU)
+                    copy = self.client.submit(
+                        _merge, [sub.future], compression=self.ex.compression,
+                        key=keys.merge_key(self.run_token, 0, self.merges_submitted),
+                        resources=self.merge_resources, pure=False, priority=self.ex.priority)
+                    self.merges_submitted += 1
+                    self.moving[copy.key] = (copy, sub)
+                else:
+                    self._collect(sub.future, sub.indices)
+                if self.progress is not None:
+                    self.progress.done(sub.pool, len(sub.indices))
+            if time.monotonic() - last_check >= 1.0:
+                self._watch_gpu_pools()
+                last_check = time.monotonic()
+            self._refill()
+        return self._finish_tree()
+
+    def cancel(self) -> None:
+        futures = [f for s in self.in_flight.values() for f in (s.future, s.timing)]
+        futures += [copy for copy, _ in self.moving.values()]
+        try:
+            self.client.cancel(futures + self.outputs)
+        except Exception:  # cancelling is best effort while an error propagates
+            pass
+
+
+def _workers(client) -> dict:
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # distributed before 2025: always all workers
+        info = client.scheduler_info()
+    return info.get("workers", {})
 
 
 def _check_resources(client, pools: dict) -> None:
     """Tasks request their pool's resources: a cluster without a worker declaring them
     would queue them forever, so say so up front."""
-    try:
-        info = client.scheduler_info(n_workers=-1)
-    except TypeError:  # distributed before 2025: always all workers
-        info = client.scheduler_info()
-    workers = info.get("workers", {})
+    workers = _workers(client)
     for name, pool in pools.items():
         need = pool.task_resources_dict()
         if not any(all(w.get("resources", {}).get(r, 0) >= n for r, n in need.items())

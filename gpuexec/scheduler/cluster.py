@@ -22,6 +22,8 @@ import threading
 from dataclasses import dataclass
 
 CPU = "CPU"
+GPU = "GPU"
+POOL_ENV = "GPUEXEC_POOL"  # every worker's environment names its pool
 
 
 def _frozen(mapping) -> tuple:
@@ -34,7 +36,9 @@ class WorkerPool:
 
     ``resources``: what each worker declares to the scheduler; ``task_resources``: what
     each task placed on this pool requests; ``env``: extra environment of the worker
-    processes; ``backend``: the kernel backend its tasks run under (``gk.using``).
+    processes; ``worker_envs``: one more environment per worker (a GPU pool's device
+    pinning; empty: none); ``backend``: the kernel backend its tasks run under
+    (``gk.using``).
     Mappings are stored as sorted tuples so that specs are hashable."""
 
     name: str
@@ -45,6 +49,7 @@ class WorkerPool:
     env: tuple = ()
     memory_limit: str | int | float = "auto"
     backend: str = "cpu"
+    worker_envs: tuple = ()
 
     def __post_init__(self):
         if not (self.name.isalpha() and self.name.islower()):
@@ -58,6 +63,12 @@ class WorkerPool:
             value = getattr(self, attr)
             if isinstance(value, dict):
                 object.__setattr__(self, attr, _frozen(value))
+        if self.worker_envs:
+            envs = tuple(_frozen(e) if isinstance(e, dict) else tuple(e) for e in self.worker_envs)
+            if len(envs) != self.workers:
+                raise ValueError(f"pool {self.name!r}: {len(envs)} worker environments for "
+                                 f"{self.workers} workers")
+            object.__setattr__(self, "worker_envs", envs)
         if not self.task_resources:
             raise ValueError(f"pool {self.name!r} needs task_resources, "
                              "or its tasks could run anywhere")
@@ -67,13 +78,29 @@ class WorkerPool:
         return cls("cpu", workers, threads, resources={CPU: threads}, task_resources={CPU: 1},
                    memory_limit=memory_limit)
 
+    @classmethod
+    def gpu(cls, envs, threads: int = 2, slots: int | None = None, backend: str = "cuda",
+            memory_limit="auto") -> "WorkerPool":
+        """One worker per entry of ``envs`` (its device pinning), ``threads`` threads,
+        ``slots`` chunks in flight per worker (default: ``threads``)."""
+        envs = [dict(e) for e in envs]
+        slots = threads if slots is None else slots
+        return cls("gpu", len(envs), threads, resources={GPU: slots}, task_resources={GPU: 1},
+                   memory_limit=memory_limit, backend=backend, worker_envs=tuple(envs))
+
+    @property
+    def is_gpu(self) -> bool:
+        return GPU in dict(self.task_resources)
+
     def task_resources_dict(self) -> dict[str, float]:
         return dict(self.task_resources)
 
-    def worker_env(self) -> dict[str, str]:
+    def worker_env(self, index: int = 0) -> dict[str, str]:
         # numba sizes its thread pool at first use from NUMBA_NUM_THREADS: one per Dask thread
-        env = {"NUMBA_NUM_THREADS": str(self.threads)}
+        env = {"NUMBA_NUM_THREADS": str(self.threads), POOL_ENV: self.name}
         env.update({k: str(v) for k, v in self.env})
+        if self.worker_envs:
+            env.update({k: str(v) for k, v in self.worker_envs[index]})
         return env
 
     def worker_names(self) -> list[str]:
@@ -109,12 +136,26 @@ class ClusterSpec:
     @classmethod
     def local(cls, cpu_workers: int | None = None, threads_per_worker: int = 1,
               memory_limit="auto", dashboard_address: str = "127.0.0.1:8787",
-              allowed_failures: int = 3) -> "ClusterSpec":
-        """CPU workers only: by default one worker per ``threads_per_worker`` cores."""
+              allowed_failures: int = 3, *, gpu_envs=(), gpu_threads: int = 2,
+              gpu_slots: int | None = None, gpu_backend: str = "cuda") -> "ClusterSpec":
+        """A GPU pool with one worker per entry of ``gpu_envs`` (its pinning
+        environment; none: no GPU pool) and ``cpu_workers`` CPU workers (default: one per
+        ``threads_per_worker`` of the cores the GPU workers leave, at least one when there
+        is no GPU worker; 0: none)."""
+        gpu_envs = [dict(e) for e in gpu_envs]
         if cpu_workers is None:
-            cpu_workers = max(1, available_cores() // max(1, threads_per_worker))
-        return cls(pools=(WorkerPool.cpu(cpu_workers, threads_per_worker, memory_limit),),
-                   dashboard_address=dashboard_address, allowed_failures=allowed_failures)
+            from gpuexec.scheduler.devices import split_cores
+
+            split = split_cores(len(gpu_envs), available_cores(), helper_threads=gpu_threads,
+                                cpu_threads=max(1, threads_per_worker))
+            cpu_workers = split.cpu_workers if gpu_envs else max(1, split.cpu_workers)
+        pools = []
+        if gpu_envs:
+            pools.append(WorkerPool.gpu(gpu_envs, gpu_threads, gpu_slots, gpu_backend,
+                                        memory_limit))
+        pools.append(WorkerPool.cpu(cpu_workers, threads_per_worker, memory_limit))
+        return cls(pools=tuple(pools), dashboard_address=dashboard_address,
+                   allowed_failures=allowed_failures)
 
     def pool(self, name: str) -> WorkerPool:
         for p in self.pools:
@@ -134,13 +175,13 @@ class ClusterSpec:
                 "host": self.host,
                 "nthreads": pool.threads,
                 "resources": dict(pool.resources),
-                "env": pool.worker_env(),
                 "memory_limit": pool.memory_limit,
                 "dashboard": False,
                 "silence_logs": logging.WARNING,
             }
-            for name in pool.worker_names():
-                specs[name] = {"cls": Nanny, "options": dict(options, name=name)}
+            for i, name in enumerate(pool.worker_names()):
+                specs[name] = {"cls": Nanny, "options": dict(options, name=name,
+                                                              env=pool.worker_env(i))}
         return specs
 
 

@@ -66,7 +66,25 @@ class ChunkRun:
     pool: str
     worker: str
     units: int
-    seconds: float
+    seconds: float  # of the task (a merged GPU task's seconds are shared by its parts)
+    read_seconds: float = 0.0  # reading and decompressing columns
+    transfer_seconds: float = 0.0  # copying columns to the device
+    task: int | None = None  # merged GPU task the chunk ran in
+
+    @property
+    def compute_seconds(self) -> float:
+        return max(0.0, self.seconds - self.read_seconds - self.transfer_seconds)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A chunk that failed on a GPU worker (or whose GPU pool lost its last worker) and
+    was run again on a CPU pool."""
+
+    label: str
+    from_pool: str
+    to_pool: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -92,6 +110,22 @@ class CallReport:
     runs: list[ChunkRun] = field(default_factory=list)
     seconds: float = 0.0
     files: frozenset = frozenset()  # (dataset, filename) of the items
+    fallbacks: list[Fallback] = field(default_factory=list)
+    merges: list[str] = field(default_factory=list)  # GPU tasks made of several chunks
+    placement: dict | None = None  # {"decisions": [...], "summary": {...}}
+
+    def timing(self) -> dict[str, dict[str, float]]:
+        """Per pool: seconds of reading, host-device transfer and compute, summed over
+        the chunks that ran there."""
+        out: dict[str, dict[str, float]] = {}
+        for run in self.runs:
+            t = out.setdefault(run.pool, {"read": 0.0, "transfer": 0.0, "compute": 0.0,
+                                          "events": 0})
+            t["read"] += run.read_seconds
+            t["transfer"] += run.transfer_seconds
+            t["compute"] += run.compute_seconds
+            t["events"] += run.units
+        return out
 
     @property
     def pools(self) -> dict[str, int]:
@@ -106,6 +140,10 @@ class CallReport:
             text += f"; {len(self.skipped)} skipped"
         if self.reruns:
             text += f"; {len(self.reruns)} task(s) re-run after a worker died"
+        if self.fallbacks:
+            text += f"; {len(self.fallbacks)} chunk(s) moved from a GPU to a CPU pool"
+        if self.merges:
+            text += f"; {len(self.merges)} GPU task(s) merged from adjacent chunks"
         return text
 
 
@@ -140,10 +178,22 @@ class RunReport:
     def reruns(self) -> list[Rerun]:
         return [r for c in self.calls for r in c.reruns]
 
+    @property
+    def fallbacks(self) -> list[Fallback]:
+        return [f for c in self.calls for f in c.fallbacks]
+
+    @property
+    def placement(self) -> dict | None:
+        """The processing call's placement decisions and summary."""
+        return self.processing.placement if self.processing is not None else None
+
     def __str__(self) -> str:
         lines = [c.summary() for c in self.calls]
         lines += ["  skipped " + s.describe() for s in self.skipped]
         lines += [f"  re-ran {r.label} ({r.what} on {r.worker})" for r in self.reruns]
+        lines += [f"  {f.label}: {f.from_pool} -> {f.to_pool} ({f.reason})"
+                  for f in self.fallbacks]
+        lines += [f"  {m}" for c in self.calls for m in c.merges]
         return "\n".join(lines)
 
 

@@ -1,0 +1,161 @@
+"""Executor benchmark: events/s of every ADL query, GPUExecutor against coffea's
+DaskExecutor and FuturesExecutor on the same cores, in one run, with the split of the
+GPUExecutor's task time between reading, host-device transfer and compute, and the
+makespan of its placement against all-CPU and all-GPU placement (measured: the same
+run with the GPU pool only, and with CPU workers on every core).
+
+    python benchmarks/executor.py                           # 5M events, every query
+    python benchmarks/executor.py --events 200000 --gpu-backend cpu --gpu-workers 1 --cores 2
+
+The input is generated inside the run (examples/make_sample.py, zlib:1). Prints a
+table and writes benchmarks/results/executor.json with the machine named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def machine() -> dict:
+    from gpuexec.scheduler.calibration import cpu_model
+    from gpuexec.scheduler.devices import discover
+
+    return {"host": platform.node(), "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),
+            "gpus": [d.describe() for d in discover()], "python": platform.python_version()}
+
+
+def run_query(executor, number: int, path: str, chunksize: int) -> tuple[float, dict]:
+    from coffea import processor
+    from coffea.nanoevents import NanoAODSchema
+
+    from examples.adl import make
+
+    runner = processor.Runner(executor=executor, chunksize=chunksize, schema=NanoAODSchema,
+                              metadata_cache={})
+    start = time.perf_counter()
+    out = runner({"adl": [path]}, make(number), treename="Events")
+    return time.perf_counter() - start, out
+
+
+@contextlib.contextmanager
+def coffea_executor(name: str, cores: int):
+    from coffea import processor
+
+    if name == "futures":
+        yield processor.FuturesExecutor(workers=cores, status=False)
+        return
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=cores, threads_per_worker=1, dashboard_address=None,
+                      processes=True) as cluster, Client(cluster) as client:
+        yield processor.DaskExecutor(client=client, status=False)
+
+
+def gpuexec_executor(mode: str, args):
+    from gpuexec import GPUExecutor
+
+    common = dict(gpu_backend=args.gpu_backend, gpu_threads=args.gpu_threads,
+                  dashboard_address="127.0.0.1:0", status=False)
+    if mode == "placement":
+        return GPUExecutor(gpu_workers=args.gpu_workers, **common)
+    if mode == "all-gpu":
+        return GPUExecutor(gpu_workers=args.gpu_workers, cpu_workers=0, **common)
+    return GPUExecutor(gpu_workers=0, **common)  # all-cpu: CPU workers on every core
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=5_000_000)
+    parser.add_argument("--chunksize", type=int, default=None,
+                        help="events per chunk (default: events / (8 x cores), 50k..500k)")
+    parser.add_argument("--queries", default="1,2,3,4,5,6,7,8")
+    parser.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--gpu-backend", default=None, help='"cpu": a CPU-backed GPU pool')
+    parser.add_argument("--gpu-workers", type=int, default=None)
+    parser.add_argument("--gpu-threads", type=int, default=2)
+    parser.add_argument("--executors", default="placement,all-cpu,all-gpu,dask,futures")
+    parser.add_argument("--file", default=None, help="reuse this sample instead of generating")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
+    args = parser.parse_args(argv)
+    queries = [int(q) for q in args.queries.split(",")]
+    executors = args.executors.split(",")
+    chunksize = args.chunksize or max(50_000, min(500_000, args.events // (8 * args.cores)))
+
+    tmp = tempfile.TemporaryDirectory(prefix="gpuexec-bench-")
+    path = args.file
+    if path is None:
+        from examples.make_sample import write_sample
+
+        start = time.perf_counter()
+        path = write_sample(os.path.join(tmp.name, "adl.root"), args.events, compression="zlib:1")
+        print(f"generated {args.events:,} events in {time.perf_counter() - start:.1f} s")
+
+    results = {"machine": machine(), "events": args.events, "chunksize": chunksize,
+               "cores": args.cores, "gpu_backend": args.gpu_backend, "queries": {}}
+    for number in queries:
+        row = results["queries"][f"Q{number}"] = {}
+        for name in executors:
+            if name in ("dask", "futures"):
+                with contextlib.redirect_stdout(io.StringIO()), coffea_executor(name, args.cores) as ex:
+                    run_query(ex, number, path, chunksize)  # warm-up: imports, numba caches
+                    seconds, out = run_query(ex, number, path, chunksize)
+                row[name] = {"seconds": seconds, "events_per_s": out["n_events"] / seconds}
+                continue
+            with contextlib.redirect_stdout(io.StringIO()), gpuexec_executor(name, args) as ex:
+                run_query(ex, number, path, chunksize)  # warm-up (cluster start, caches)
+                seconds, out = run_query(ex, number, path, chunksize)
+                call = ex.report.processing
+                entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds,
+                         "makespan": call.seconds, "chunks_per_pool": call.pools,
+                         "timing": call.timing(), "merged_tasks": len(call.merges),
+                         "fallbacks": len(call.fallbacks)}
+                if name == "placement" and ex.placement is not None:
+                    entry["placement"] = ex.placement.summary()
+                    entry["decisions"] = ex.placement.decisions()
+            row[name] = entry
+        if {"placement", "all-cpu", "all-gpu"} <= set(row):
+            best = min(row["all-cpu"]["makespan"], row["all-gpu"]["makespan"])
+            row["placement_vs_best_single"] = row["placement"]["makespan"] / best
+        print_row(f"Q{number}", row)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=1, default=str))
+    print(f"written {args.out}")
+    return 0
+
+
+def print_row(name: str, row: dict) -> None:
+    rates = "  ".join(f"{k} {v['events_per_s'] / 1e6:6.3f}" for k, v in row.items()
+                      if isinstance(v, dict) and "events_per_s" in v)
+    print(f"{name}: M events/s  {rates}")
+    coffea_best = max((row[k]["events_per_s"] for k in ("dask", "futures") if k in row),
+                      default=None)
+    if coffea_best and "placement" in row:
+        print(f"    GPUExecutor / best coffea CPU executor: "
+              f"{row['placement']['events_per_s'] / coffea_best:.2f}x")
+    if "placement" in row:
+        for pool, t in row["placement"]["timing"].items():
+            total = (t["read"] + t["transfer"] + t["compute"]) or 1.0
+            print(f"    {pool}: {t['events']:,} events; read {t['read']:.2f} s "
+                  f"({100 * t['read'] / total:.0f}%), transfer {t['transfer']:.2f} s "
+                  f"({100 * t['transfer'] / total:.0f}%), compute {t['compute']:.2f} s "
+                  f"({100 * t['compute'] / total:.0f}%)")
+    if "placement_vs_best_single" in row:
+        print(f"    makespan: placement {row['placement']['makespan']:.2f} s, all-CPU "
+              f"{row['all-cpu']['makespan']:.2f} s, all-GPU {row['all-gpu']['makespan']:.2f} s "
+              f"({row['placement_vs_best_single']:.2f} of the better)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,218 @@
+"""GPUExecutor with a GPU pool run on the CPU backend (``gpu_backend="cpu"``): the
+pool layout, placement decisions in the report, merged GPU tasks, failures on the GPU
+pool retried on CPU workers, the only GPU worker killed mid-run, and decisions that
+shift when the GPU pool is slow. Exact event totals throughout."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import sys
+import threading
+import time
+
+import awkward as ak
+import cloudpickle
+import pytest
+from coffea import processor
+
+from gpuexec.executor import GPUExecutor, stage_events, to_host
+from gpuexec.scheduler.cluster import ClusterSpec, shared_client
+from test_executor import TT, DimuonProcessor, runner
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+# one CPU worker and one "GPU" worker of one thread each: fits the 2 cores here
+GPU_POOL = dict(gpu_backend="cpu", gpu_workers=1, gpu_threads=1, cpu_workers=1,
+                threads_per_worker=1, calibration=None, dashboard_address="127.0.0.1:0",
+                status=False, retries=0, gpu_lost_after=2.0)
+
+
+def on_gpu_pool() -> bool:
+    return os.environ.get("GPUEXEC_POOL") == "gpu"
+
+
+class OOMOnGPU(DimuonProcessor):
+    def process(self, events):
+        if on_gpu_pool():
+            raise MemoryError("device out of memory (test)")
+        return super().process(events)
+
+
+class SlowOnGPU(DimuonProcessor):
+    def __init__(self, delay):
+        self.delay = delay
+
+    def process(self, events):
+        time.sleep(self.delay if on_gpu_pool() else 0.02)
+        return super().process(events)
+
+
+@pytest.fixture(scope="module")
+def executor():
+    ex = GPUExecutor(**GPU_POOL)
+    with contextlib.redirect_stdout(io.StringIO()):
+        ex.live_client = shared_client(ex.cluster_spec())
+    yield ex
+    ex.close()
+
+
+@pytest.fixture(scope="module")
+def tt_reference():
+    return runner(processor.IterativeExecutor(status=False), chunksize=20)(
+        {"TT": [TT]}, DimuonProcessor(), treename="Events")
+
+
+def assert_same_output(got, want):
+    """Histograms and counts exact; float sums within float32 rounding (1e-5 relative):
+    merged GPU tasks sum in another order."""
+    assert got.keys() == want.keys()
+    assert got["mass"] == want["mass"]
+    for dataset in set(got) - {"mass"}:
+        for key, value in want[dataset].items():
+            if isinstance(value, float):
+                assert got[dataset][key] == pytest.approx(value, rel=1e-5), (dataset, key)
+            else:
+                assert got[dataset][key] == value, (dataset, key)
+
+
+def entries(out, dataset="TT"):
+    return out[dataset]["entries"]
+
+
+# ----------------------------------------------------------------------- no cluster
+def test_spec_pins_one_gpu_worker_per_device_and_leaves_cpu_workers_the_rest():
+    envs = [{"CUDA_VISIBLE_DEVICES": "GPU-a"}, {"CUDA_VISIBLE_DEVICES": "GPU-b"}]
+    spec = ClusterSpec.local(None, 1, gpu_envs=envs, gpu_threads=1)
+    gpu, cpu = spec.pools
+    assert gpu.name == "gpu" and gpu.is_gpu and dict(gpu.task_resources) == {"GPU": 1}
+    assert "CPU" not in dict(gpu.resources)  # CPU tasks never land on a GPU worker
+    workers = spec.worker_specs()
+    assert workers["gpu-0"]["options"]["env"]["CUDA_VISIBLE_DEVICES"] == "GPU-a"
+    assert workers["gpu-1"]["options"]["env"]["CUDA_VISIBLE_DEVICES"] == "GPU-b"
+    assert workers["gpu-1"]["options"]["env"]["GPUEXEC_POOL"] == "gpu"
+    assert cpu.workers >= 0 and not cpu.is_gpu
+    # GPU=k declared, GPU=1 requested: k chunks in flight per GPU
+    assert dict(ClusterSpec.local(0, 1, gpu_envs=envs[:1], gpu_threads=3).pools[0].resources) \
+        == {"GPU": 3}
+
+
+def test_no_gpu_means_cpu_workers_only_said_once(monkeypatch, capsys):
+    import gpuexec.executor as executor_module
+
+    monkeypatch.setattr(executor_module, "_visible_devices", lambda: ())
+    monkeypatch.setattr(executor_module, "_announced_no_gpu", False)
+    a = GPUExecutor(cpu_workers=2).cluster_spec()
+    b = GPUExecutor(cpu_workers=2).cluster_spec()
+    assert [p.name for p in a.pools] == ["cpu"] and a == b
+    assert capsys.readouterr().out.count("no GPU found: CPU workers only") == 1
+    assert [p.name for p in GPUExecutor(gpu_backend="cpu", gpu_workers=2, cpu_workers=0)
+            .cluster_spec().pools if p.workers] == ["gpu"]
+
+
+def test_staged_events_stay_lazy_and_outputs_come_home():
+    from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
+
+    log = []
+    events = NanoEventsFactory.from_root({TT: "Events"}, schemaclass=NanoAODSchema,
+                                         mode="virtual", access_log=log).events()
+    staged = stage_events(events, "cpu")
+    assert log == []  # nothing read by staging
+    assert float(ak.sum(staged.Muon.pt)) == pytest.approx(float(ak.sum(events.Muon.pt)))
+    assert {a.branch for a in log} <= {"nMuon", "Muon_pt"}
+    out = to_host({"a": [ak.Array([1, 2])], "b": (3,)})
+    assert out["a"][0].tolist() == [1, 2] and out["b"] == (3,)
+
+
+# ------------------------------------------------------------------------- runs
+def test_gpu_pool_run_matches_iterative_with_decisions_and_merges(executor, tt_reference):
+    ex = executor.copy(probe=2)
+    out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+    assert_same_output(out, tt_reference)
+    call = ex.report.processing
+    assert call.processed == call.expected == 200 and set(call.pools) == {"cpu", "gpu"}
+    decisions = ex.placement.decisions()
+    assert len(decisions) == 10 and {d["pool"] for d in decisions} == {"cpu", "gpu"}
+    assert all(d["actual_seconds"] is not None and d["predicted_seconds"] > 0 for d in decisions)
+    assert call.placement["summary"]["pools"]["gpu"]["chunks"] >= 2
+    # merged GPU tasks are said so and counted per original chunk
+    merged = [d for d in decisions if d["task"] is not None]
+    assert all(d["pool"] == "gpu" for d in merged)
+    assert len(call.merges) == len({d["task"] for d in merged})
+    assert sum(r.units for r in call.runs) == 200
+    assert set(call.timing()) == {"cpu", "gpu"}
+
+
+def test_a_chunk_failing_on_the_gpu_pool_is_retried_on_a_cpu_worker(executor, tt_reference):
+    ex = executor.copy(probe=3)
+    out = runner(ex, chunksize=20)({"TT": [TT]}, OOMOnGPU(), treename="Events")
+    assert_same_output(out, tt_reference)
+    call = ex.report.processing
+    assert call.processed == 200 and call.pools == {"cpu": 10}
+    assert call.fallbacks and all("MemoryError" in f.reason for f in call.fallbacks)
+    retried = [d for d in ex.placement.decisions() if d["retried_from"] == "gpu"]
+    assert len(retried) == len(call.fallbacks) and all(d["pool"] == "cpu" for d in retried)
+
+
+def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
+    fileset = {"TT": [TT]}
+    fast = executor.copy()
+    runner(fast, chunksize=10)(fileset, SlowOnGPU(0.02), treename="Events")
+    fast_gpu = fast.report.processing.pools.get("gpu", 0)
+    slow = executor.copy()
+    out = runner(slow, chunksize=10)(fileset, SlowOnGPU(1.0), treename="Events")
+    assert entries(out) == 200
+    slow_gpu = slow.report.processing.pools.get("gpu", 0)
+    assert slow_gpu < fast_gpu and slow_gpu <= 4, (fast_gpu, slow_gpu)
+
+
+def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference):
+    # its own cluster: the test kills the GPU worker and its nanny
+    ex = GPUExecutor(**dict(GPU_POOL, dashboard_address="127.0.0.1:0", window=4.0,
+                            gpu_merge=1, probe=20))
+    with contextlib.redirect_stdout(io.StringIO()):
+        client = shared_client(ex.cluster_spec())
+    try:
+        info = client.run(os.getpid)
+        names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+        gpu_addr = next(a for a, n in names.items() if n == "gpu-0")
+        from gpuexec.scheduler import cluster as cluster_module
+
+        # the nanny lives in this process: stop it from restarting its worker
+        cluster_module._shared[ex.cluster_spec()].cluster.workers["gpu-0"].autorestart = False
+        killed = []
+
+        def kill_when_busy():
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                busy = client.processing(workers=[gpu_addr]).get(gpu_addr)
+                if busy:
+                    time.sleep(0.3)
+                    os.kill(info[gpu_addr], signal.SIGKILL)
+                    killed.append(gpu_addr)
+                    return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_when_busy)
+        killer.start()
+        try:
+            out = runner(ex, chunksize=20)({"TT": [TT]}, SlowOnGPU(0.5), treename="Events")
+        finally:
+            killer.join()
+        assert killed, "the GPU worker was not killed while it ran chunks"
+        assert entries(out) == 200
+        assert_same_output(
+            {k: v for k, v in out.items() if k != "TT"},
+            {k: v for k, v in tt_reference.items() if k != "TT"})
+        call = ex.report.processing
+        assert call.processed == 200
+        # The lost chunks were either re-run by Dask (the worker's nanny brought it back
+        # in time) or moved to the CPU pool by the executor; never dropped or doubled.
+        assert call.reruns or call.fallbacks
+        assert all(f.from_pool == "gpu" and f.to_pool == "cpu" for f in call.fallbacks)
+    finally:
+        ex.close()
