@@ -193,7 +193,7 @@ def _sorted(array, axis, ascending, stable, backend, *, positions):
             out_offsets = offsets - offsets[0]
         if isinstance(content, C.EmptyArray):  # lists that are all empty, of unknown type
             out = C.NumpyArray(backend.nplike.zeros(0, dtype=np.int64)) if positions \
-                else C.EmptyArray()
+                else C.EmptyArray(backend=content.backend)
             return C.ListOffsetArray(Index64(out_offsets), out, parameters=node.parameters)
         values = L.leaf_values(content, backend)
         validate.offsets(offsets, values.shape[0])
@@ -306,7 +306,7 @@ def _flatten_all(node, backend):
         if below.is_list:
             node = _Lists(node, backend, compact_none=True).gathered_content(backend)
         elif isinstance(below, C.EmptyArray):
-            return C.EmptyArray()
+            return C.EmptyArray(backend=below.backend)
         elif isinstance(below, C.NumpyArray):
             if len(below.inner_shape) != 0:
                 raise NotNative("multidimensional NumpyArray")

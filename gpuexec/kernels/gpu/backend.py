@@ -135,9 +135,10 @@ class GPUBackend(Backend):
                 continue
             for dt in op.dtypes:
                 self.register(op.contract, (dt,), self._reducer(op, np.dtype(dt)), count=False)
-        from gpuexec.kernels.gpu import glue
+        self._family_modules: dict = {}
+        from gpuexec.kernels.gpu.launchers import register
 
-        glue.register(self)
+        register(self)
 
     def __repr__(self) -> str:
         d = self.device
@@ -215,6 +216,22 @@ class GPUBackend(Backend):
         stream = self._cp.cuda.get_current_stream().ptr
         self.runtime.launch(fn, grid, block, args, stream)
         record_kernel(name)
+
+    # what launchers.Launchers needs (the indexing and structure families)
+    launch = _launch
+
+    def family_functions(self, family: str) -> dict:
+        """{extern "C" name: function} of ``family``'s unit under this backend's plan."""
+        funcs = self._family_modules.get(family)
+        if funcs is None:
+            from gpuexec.kernels.gpu import families
+
+            unit = families.unit_for(self.plan, families.BY_NAME[family])
+            funcs = self._family_modules[family] = self.runtime.module(unit)
+        return funcs
+
+    def family_block(self, family: str) -> int:
+        return self.plan.launch_of(family).block
 
     def _reducer(self, op: S.Op, dtype: np.dtype):
         dt = dtype.name

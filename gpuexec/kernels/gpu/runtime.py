@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from gpuexec.kernels.gpu.strategies import SRC_DIR, CompileUnit
 
 HEADER = "portability.cuh"
+#: every header a source may include (passed to the runtime compiler by name, hashed into
+#: the module-cache key so that a changed header never reuses a stale module)
+HEADERS = (HEADER, "flat.cuh")
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ def unit_key(bindings, arch: str, unit: CompileUnit, compiler: str) -> tuple[str
     """(arch, source hash, strategy): the hash covers the source, the header, the options
     (defines) and the compiler version."""
     h = hashlib.sha256()
-    for part in (source(unit.source), source(HEADER),
+    for part in (source(unit.source), *(source(h) for h in HEADERS),
                  "\0".join(unit_options(bindings, arch, unit)).encode(), compiler.encode()):
         h.update(part)
         h.update(b"\0")
@@ -101,7 +104,8 @@ def build_image(bindings, arch: str, unit: CompileUnit, cache_dir: str, compiler
             return image, "disk"
     except OSError:
         pass
-    image, _log = bindings.compile(source(unit.source), unit.source, {HEADER: source(HEADER)},
+    image, _log = bindings.compile(source(unit.source), unit.source,
+                                   {h: source(h) for h in HEADERS},
                                    unit_options(bindings, arch, unit))
     _store(path, image)
     return image, "compiled"

@@ -240,13 +240,17 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
 
 
 def compile_units(arch: str) -> list[CompileUnit]:
-    """Every compile unit the runtime may build for ``arch``: each op under each strategy
+    """Every compile unit the runtime may build for ``arch``: each reduction and each kernel
+    family (``families.py``) under each strategy
     (the default one and the alternatives tests and benchmarks select), with the launch
     configuration of the table row (environment overrides ignored: the gates check the
     table itself)."""
+    from gpuexec.kernels.gpu import families
+
     row = arch_row(arch)
     units = []
     for name in STRATEGIES:
         p = Plan(arch, row.vendor, row.wave, STRATEGIES[name], dict(row.launch))
         units.extend(unit_for(p, op) for op in OPS)
-    return units
+    # the indexing and structure families (families.py), one unit per family x strategy
+    return units + families.compile_units(arch)
