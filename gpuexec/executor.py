@@ -264,8 +264,10 @@ def to_host(value):
     copies, through dicts (in place, keeping accumulator types), lists and tuples."""
     import awkward as ak
 
+    from gpuexec.kernels.dispatch import awkward_backend_of
+
     if isinstance(value, ak.Array):
-        return value if ak.backend(value) == "cpu" else ak.to_backend(value, "cpu")
+        return value if awkward_backend_of(value) == "cpu" else ak.to_backend(value, "cpu")
     if hasattr(value, "__cuda_array_interface__") and hasattr(value, "get"):
         return value.get()
     if isinstance(value, dict):

@@ -92,6 +92,19 @@ def current_default() -> Backend | None:
     return _default.get()
 
 
+def awkward_backend_of(array) -> str:
+    """The awkward backend name of an array, record or layout. ``ak.backend`` would do,
+    but on a failure path awkward formats its arguments, and its dispatch wrapper costs
+    about a millisecond per call on a device array (it renders the array's repr)."""
+    import awkward as ak
+
+    if isinstance(array, (ak.Array, ak.Record)):
+        return array.layout.backend.name
+    if isinstance(array, ak.contents.Content):
+        return array.backend.name
+    return ak.backend(array)
+
+
 def resolve(arrays, backend=None) -> Backend:
     """The Backend that runs a call on ``arrays`` (awkward arrays or layouts)."""
     if backend is not None:
@@ -101,7 +114,7 @@ def resolve(arrays, backend=None) -> Backend:
         return default
     import awkward as ak
 
-    names = {ak.backend(a) for a in arrays if a is not None}
+    names = {awkward_backend_of(a) for a in arrays if a is not None}
     names.discard("typetracer")
     if len(names) > 1:
         raise ValueError(f"arrays live on different awkward backends: {sorted(names)}")

@@ -163,7 +163,9 @@ class GPUBackend(Backend):
         through pinned staging. Device arrays are returned as they are."""
         import awkward as ak
 
-        if ak.backend(array) == "cuda":
+        from gpuexec.kernels.dispatch import awkward_backend_of
+
+        if awkward_backend_of(array) == "cuda":
             return array
         form, length, container = ak.to_buffers(array)
         moved = {k: self.asarray(v) for k, v in container.items()}
