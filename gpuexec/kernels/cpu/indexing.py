@@ -40,41 +40,20 @@ processed in list order, so both variants give identical results.
 
 from __future__ import annotations
 
-import types
 
 import numba
 import numpy as np
 
-from gpuexec.kernels.cpu.threads import use_parallel
+from gpuexec.kernels.cpu.threads import pick, serial_and_parallel, use_parallel
 
 ALL_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
               "float32", "float64", "bool")
 
 
-def _variants(py_func):
-    """(serial, parallel) numba dispatchers of one kernel body. The copies get distinct
-    qualnames because numba's on-disk cache keys a function by its qualname and
-    bytecode, not by its ``parallel`` flag: one name for both would let one variant
-    load the other's machine code."""
-
-    def renamed(suffix):
-        fn = types.FunctionType(py_func.__code__, py_func.__globals__,
-                                f"{py_func.__name__}_{suffix}", py_func.__defaults__,
-                                py_func.__closure__)
-        fn.__qualname__ = f"{py_func.__qualname__}_{suffix}"
-        fn.__module__ = py_func.__module__
-        return fn
-
-    serial = numba.njit(cache=True, nogil=True)(renamed("serial"))
-    parallel = numba.njit(cache=True, nogil=True, parallel=True)(renamed("parallel"))
-    return serial, parallel
+_variants = serial_and_parallel
+_pick = pick
 
 
-def _pick(pair, n_elements):
-    return pair[1] if use_parallel(n_elements) else pair[0]
-
-
-# -- bodies (``numba.prange`` is a plain range in the serial variant) ------------------
 def _carry_body(values, index, out):
     for i in numba.prange(index.shape[0]):
         out[i] = values[index[i]]

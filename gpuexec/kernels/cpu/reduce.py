@@ -30,7 +30,6 @@ thread count does not change any bit.
 
 from __future__ import annotations
 
-import types
 
 import numba
 import numpy as np
@@ -52,24 +51,9 @@ _MASK_U64 = _MASK_I64.view(np.uint64)
 del _n
 
 
-def _variants(py_func):
-    """(serial, parallel) dispatchers compiled from one body. Distinct qualnames, since
-    numba's disk cache keys a function by qualname and bytecode, not by ``parallel``."""
-
-    def renamed(suffix):
-        fn = types.FunctionType(py_func.__code__, py_func.__globals__,
-                                f"{py_func.__name__}_{suffix}", py_func.__defaults__,
-                                py_func.__closure__)
-        fn.__qualname__ = f"{py_func.__qualname__}_{suffix}"
-        fn.__module__ = py_func.__module__
-        return fn
-
-    return (numba.njit(cache=True, nogil=True)(renamed("serial")),
-            numba.njit(cache=True, nogil=True, parallel=True)(renamed("parallel")))
+_variants = threads.serial_and_parallel
 
 
-# -- bodies: ``bounds`` = list index at each block edge; block b folds lists
-#    bounds[b]..bounds[b+1]-1 (``numba.prange`` is a plain range when serial) ----------
 def _sum_float_body(offsets, content, out, zero, bounds):
     clen = content.shape[0]
     for b in numba.prange(bounds.shape[0] - 1):

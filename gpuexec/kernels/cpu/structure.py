@@ -37,12 +37,11 @@ do not depend on the thread count.
 
 from __future__ import annotations
 
-import types
 
 import numba
 import numpy as np
 
-from gpuexec.kernels.cpu.threads import use_parallel
+from gpuexec.kernels.cpu.threads import pick, serial_and_parallel, use_parallel
 
 SORT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float32", "float64", "bool")
@@ -53,30 +52,10 @@ SHORT_MAX = 16
 INSERTION_MAX = 16
 
 
-def _variants(py_func):
-    """(serial, parallel) numba dispatchers of one kernel body. The copies carry distinct
-    qualnames: numba's on-disk cache keys a function by qualname and bytecode, not by
-    its ``parallel`` flag, so one name for both would let one variant load the other's
-    machine code."""
-
-    def renamed(suffix):
-        fn = types.FunctionType(py_func.__code__, py_func.__globals__,
-                                f"{py_func.__name__}_{suffix}", py_func.__defaults__,
-                                py_func.__closure__)
-        fn.__qualname__ = f"{py_func.__qualname__}_{suffix}"
-        fn.__module__ = py_func.__module__
-        return fn
-
-    serial = numba.njit(cache=True, nogil=True)(renamed("serial"))
-    parallel = numba.njit(cache=True, nogil=True, parallel=True)(renamed("parallel"))
-    return serial, parallel
+_variants = serial_and_parallel
+_pick = pick
 
 
-def _pick(pair, work):
-    return pair[1] if use_parallel(work) else pair[0]
-
-
-# -- comparison ------------------------------------------------------------------------
 @numba.njit(cache=True, nogil=True, inline="always")
 def _before(a, b, ascending):
     """``a`` goes strictly before ``b``: NaN before every number, then the order.

@@ -44,3 +44,27 @@ def get_num_threads() -> int:
 def use_parallel(n_elements: int) -> bool:
     """Whether a kernel over ``n_elements`` should take its parallel variant."""
     return n_elements >= PARALLEL_THRESHOLD and get_num_threads() > 1
+
+
+def serial_and_parallel(py_func):
+    """(serial, parallel) numba dispatchers compiled from one kernel body (``prange`` is a
+    plain range in the serial one). The copies carry distinct qualnames: numba's disk
+    cache keys a function by qualname and bytecode, not by its ``parallel`` flag, so one
+    name for both would let one variant load the other's machine code."""
+    import types
+
+    def renamed(suffix):
+        fn = types.FunctionType(py_func.__code__, py_func.__globals__,
+                                f"{py_func.__name__}_{suffix}", py_func.__defaults__,
+                                py_func.__closure__)
+        fn.__qualname__ = f"{py_func.__qualname__}_{suffix}"
+        fn.__module__ = py_func.__module__
+        return fn
+
+    return (numba.njit(cache=True, nogil=True)(renamed("serial")),
+            numba.njit(cache=True, nogil=True, parallel=True)(renamed("parallel")))
+
+
+def pick(pair, n_elements):
+    """The parallel variant of a ``serial_and_parallel`` pair above the size threshold."""
+    return pair[1] if use_parallel(n_elements) else pair[0]
