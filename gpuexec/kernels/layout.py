@@ -54,18 +54,40 @@ def is_innermost(layout: Content, axis: int) -> bool:
     return depth >= 2 and posaxis(layout, axis) == depth - 1
 
 
-def map_innermost_lists(node: Content, fn):
+def map_innermost_lists(node: Content, fn, backend):
     """Replace every innermost list node ``L`` (a list whose content has depth 1) by
-    ``fn(L)``, which must return a node of the same length. Everything above is kept."""
+    ``fn(L)``, which must return a node of the same length. Everything above is kept; an
+    option node above an option-type result is merged with it into one
+    IndexedOptionArray (awkward's result types), with nplike operations only, since
+    awkward's own ``simplified`` needs kernels that have no device build everywhere."""
     if node.is_list:
         if node.content.purelist_depth == 1:
             return fn(node)
-        return node.copy(content=map_innermost_lists(node.content, fn))
+        return node.copy(content=map_innermost_lists(node.content, fn, backend))
     if node.is_indexed or node.is_option:
-        if isinstance(node, ak.contents.NumpyArray):  # pragma: no cover - guard
-            raise NotNative("NumpyArray is not a list")
-        return node.copy(content=map_innermost_lists(node.content, fn))
+        return _rewrap(node, map_innermost_lists(node.content, fn, backend), backend)
     raise NotNative(f"{type(node).__name__} above the innermost list")
+
+
+def _rewrap(node: Content, inner: Content, backend) -> Content:
+    """``node`` (indexed or option) over the new ``inner``."""
+    if not inner.is_option:
+        return node.copy(content=inner)
+    nplike = backend.nplike
+    if isinstance(inner, C.IndexedOptionArray):
+        inner_index = index64(backend, inner.index)
+    else:  # ByteMaskedArray / BitMaskedArray / UnmaskedArray
+        inner_index = nplike.where(option_valid(inner, backend),
+                                   nplike.arange(inner.length, dtype=np.int64), -1)
+    if isinstance(node, C.IndexedArray):  # not an option: a plain gather
+        index = inner_index[index64(backend, node.index)]
+    else:
+        outer = (index64(backend, node.index) if isinstance(node, C.IndexedOptionArray)
+                 else nplike.where(option_valid(node, backend),
+                                   nplike.arange(node.length, dtype=np.int64), -1))
+        index = nplike.where(outer >= 0, inner_index[nplike.maximum(outer, 0)], -1)
+    return C.IndexedOptionArray(ak.index.Index64(index.astype(np.int64, copy=False)),
+                                inner.content, parameters=node.parameters)
 
 
 def buffer(backend, data):

@@ -126,7 +126,7 @@ def _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel, beh
     def reduce_lists(node):
         return _reduce_lists(fname, node, keepdims, mask_identity, initial, backend)
 
-    out = _map_innermost(layout, reduce_lists, backend)
+    out = L.map_innermost_lists(layout, reduce_lists, backend)
     return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
 
 
@@ -147,63 +147,6 @@ def _check_native(node) -> None:
         _check_native(node.content)
     elif not isinstance(node, C.EmptyArray):
         raise NotNative(f"{type(node).__name__} in the layout")
-
-
-def _map_innermost(node, fn, backend):
-    """Replace each innermost list node by ``fn(node)``, keeping what is above; option
-    nodes above are merged with an option-type result (as awkward's result types)."""
-    if node.is_list:
-        if node.content.purelist_depth == 1:
-            return fn(node)
-        return node.copy(content=_map_innermost(node.content, fn, backend))
-    if not (node.is_indexed or node.is_option):
-        raise NotNative(f"{type(node).__name__} above the innermost list")
-    return _rewrap(node, _map_innermost(node.content, fn, backend), backend)
-
-
-def _rewrap(node, inner, backend):
-    """``node`` (indexed or option) over the reduced ``inner``. An option over an option
-    result is merged into one IndexedOptionArray with nplike operations (awkward's own
-    ``simplified`` would call its kernels, which have no device build everywhere)."""
-    if not inner.is_option:
-        return node.copy(content=inner)
-    xp = backend.nplike
-    outer = _outer_index(node, backend)
-    if isinstance(inner, C.IndexedOptionArray):
-        inner_index, content = backend.asarray(inner.index.data), inner.content
-    else:  # ByteMaskedArray / BitMaskedArray / UnmaskedArray result
-        inner_index, content = _option_index(inner, backend), inner.content
-    if outer is None:  # IndexedArray above: a plain gather of the inner index
-        index = inner_index[backend.asarray(node.index.data)]
-    else:
-        index = xp.where(outer >= 0, inner_index[xp.maximum(outer, 0)], -1)
-    return C.IndexedOptionArray(ak.index.Index64(index.astype(np.int64, copy=False)), content,
-                                parameters=node.parameters)
-
-
-def _valid(node, backend):
-    xp = backend.nplike
-    if isinstance(node, C.UnmaskedArray):
-        return xp.ones(node.length, dtype=bool)
-    mask = backend.asarray(node.mask.data)
-    if isinstance(node, C.BitMaskedArray):
-        order = "little" if node.lsb_order else "big"
-        mask = xp.unpackbits(mask.view(np.uint8), bitorder=order)[: node.length]
-    return mask.astype(bool) == bool(node.valid_when)
-
-
-def _option_index(node, backend):
-    xp = backend.nplike
-    return xp.where(_valid(node, backend), xp.arange(node.length, dtype=np.int64), -1)
-
-
-def _outer_index(node, backend):
-    """The option index of ``node`` (-1 for None), or None for a non-option IndexedArray."""
-    if isinstance(node, C.IndexedArray):
-        return None
-    if isinstance(node, C.IndexedOptionArray):
-        return backend.asarray(node.index.data).astype(np.int64, copy=False)
-    return _option_index(node, backend)
 
 
 # -- innermost axis --------------------------------------------------------------------------

@@ -208,7 +208,7 @@ def _sorted(array, axis, ascending, stable, backend, *, positions):
         return C.ListOffsetArray(Index64(out_offsets), C.NumpyArray(out),
                                  parameters=node.parameters)
 
-    return L.map_innermost_lists(layout, sort_lists)
+    return L.map_innermost_lists(layout, sort_lists, backend)
 
 
 @public(ak.sort)
@@ -259,7 +259,7 @@ def local_index(array, axis=-1, *, highlevel=True, behavior=None, attrs=None, ba
             offsets = offsets - offsets[0]
         return C.ListOffsetArray(Index64(offsets), out)
 
-    out = L.map_innermost_lists(layout, positions)
+    out = L.map_innermost_lists(layout, positions, backend)
     return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
 
 

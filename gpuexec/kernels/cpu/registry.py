@@ -4,13 +4,7 @@ from __future__ import annotations
 
 
 def register_all(backend) -> None:
-    from gpuexec.kernels.cpu import reduce
+    from gpuexec.kernels.cpu import indexing, reduce, structure
 
-    reduce.register(backend)
-    for optional in ("indexing", "structure"):
-        # Kernel families land module by module; each registers its own kernels.
-        try:
-            module = __import__(f"gpuexec.kernels.cpu.{optional}", fromlist=["register"])
-        except ModuleNotFoundError:
-            continue
+    for module in (reduce, indexing, structure):
         module.register(backend)
