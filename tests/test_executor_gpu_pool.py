@@ -44,11 +44,11 @@ class OOMOnGPU(DimuonProcessor):
 
 
 class SlowOnGPU(DimuonProcessor):
-    def __init__(self, delay):
-        self.delay = delay
+    def __init__(self, delay, cpu_delay=0.02):
+        self.delay, self.cpu_delay = delay, cpu_delay
 
     def process(self, events):
-        time.sleep(self.delay if on_gpu_pool() else 0.02)
+        time.sleep(self.delay if on_gpu_pool() else self.cpu_delay)
         return super().process(events)
 
 
@@ -161,7 +161,8 @@ def test_a_chunk_failing_on_the_gpu_pool_is_retried_on_a_cpu_worker(executor, tt
 def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     fileset = {"TT": [TT]}
     fast = executor.copy()
-    runner(fast, chunksize=10)(fileset, SlowOnGPU(0.02), treename="Events")
+    # a GPU pool clearly faster than the CPU pool, so the baseline does not hang on timing noise
+    runner(fast, chunksize=10)(fileset, SlowOnGPU(0.0, cpu_delay=0.3), treename="Events")
     fast_gpu = fast.report.processing.pools.get("gpu", 0)
     slow = executor.copy()
     out = runner(slow, chunksize=10)(fileset, SlowOnGPU(1.0), treename="Events")
