@@ -8,7 +8,10 @@ run with the GPU pool only, and with CPU workers on every core).
     python benchmarks/executor.py --events 200000 --gpu-backend cpu --gpu-workers 1 --cores 2
 
 The input is generated inside the run (examples/make_sample.py, zlib:1). Prints a
-table and writes benchmarks/results/executor.json with the machine named.
+table and writes benchmarks/results/executor.json with the machine named. Each
+executor (and its cluster) is started once for all the queries; each timed run follows
+a warm-up over one chunk per core. ``--queries 1,2,3,4`` then ``--queries 5,6,7,8
+--previous <first JSON>`` splits the run over two device calls (same seed, same file).
 """
 
 from __future__ import annotations
@@ -36,14 +39,15 @@ def machine() -> dict:
             "gpus": [d.describe() for d in discover()], "python": platform.python_version()}
 
 
-def run_query(executor, number: int, path: str, chunksize: int) -> tuple[float, dict]:
+def run_query(executor, number: int, path: str, chunksize: int,
+              maxchunks: int | None = None) -> tuple[float, dict]:
     from coffea import processor
     from coffea.nanoevents import NanoAODSchema
 
     from examples.adl import make
 
     runner = processor.Runner(executor=executor, chunksize=chunksize, schema=NanoAODSchema,
-                              metadata_cache={})
+                              metadata_cache={}, maxchunks=maxchunks)
     start = time.perf_counter()
     out = runner({"adl": [path]}, make(number), treename="Events")
     return time.perf_counter() - start, out
@@ -88,6 +92,9 @@ def main(argv=None) -> int:
     parser.add_argument("--executors", default="placement,all-cpu,all-gpu,dask,futures")
     parser.add_argument("--file", default=None, help="reuse this sample instead of generating")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
+    parser.add_argument("--previous", default=None,
+                        help="JSON of an earlier run (other queries, same machine and input) "
+                             "to merge: device time comes in 30-minute sessions")
     args = parser.parse_args(argv)
     queries = [int(q) for q in args.queries.split(",")]
     executors = args.executors.split(",")
@@ -104,27 +111,40 @@ def main(argv=None) -> int:
 
     results = {"machine": machine(), "events": args.events, "chunksize": chunksize,
                "cores": args.cores, "gpu_backend": args.gpu_backend, "queries": {}}
-    for number in queries:
-        row = results["queries"][f"Q{number}"] = {}
-        for name in executors:
-            if name in ("dask", "futures"):
-                with contextlib.redirect_stdout(io.StringIO()), coffea_executor(name, args.cores) as ex:
-                    run_query(ex, number, path, chunksize)  # warm-up: imports, numba caches
-                    seconds, out = run_query(ex, number, path, chunksize)
-                row[name] = {"seconds": seconds, "events_per_s": out["n_events"] / seconds}
-                continue
-            with contextlib.redirect_stdout(io.StringIO()), gpuexec_executor(name, args) as ex:
-                run_query(ex, number, path, chunksize)  # warm-up (cluster start, caches)
+    if args.previous:  # queries measured by an earlier run on the same machine and input
+        earlier = json.loads(Path(args.previous).read_text())
+        same = all(earlier.get(k) == results[k] for k in ("events", "chunksize", "cores"))
+        if not same or earlier["machine"].get("gpus") != results["machine"]["gpus"]:
+            raise SystemExit(f"{args.previous}: another machine or input; not merged")
+        results["queries"].update({k: v for k, v in earlier["queries"].items()
+                                   if int(k[1:]) not in queries})
+        results.setdefault("runs", earlier.get("runs", []))
+    results.setdefault("runs", []).append({"queries": queries, "executors": executors,
+                                           "date": time.strftime("%Y-%m-%d %H:%M")})
+    rows = {number: results["queries"].setdefault(f"Q{number}", {}) for number in queries}
+    # One executor (and cluster) per kind for all the queries; before each timed run a
+    # warm-up over a few chunks (one per worker) fills imports, numba and kernel caches.
+    for name in executors:
+        start = time.perf_counter()
+        opened = (coffea_executor(name, args.cores) if name in ("dask", "futures")
+                  else gpuexec_executor(name, args))
+        with contextlib.redirect_stdout(io.StringIO()), opened as ex:
+            for number in queries:
+                run_query(ex, number, path, chunksize, maxchunks=args.cores)
                 seconds, out = run_query(ex, number, path, chunksize)
-                call = ex.report.processing
-                entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds,
-                         "makespan": call.seconds, "chunks_per_pool": call.pools,
-                         "timing": call.timing(), "merged_tasks": len(call.merges),
-                         "fallbacks": len(call.fallbacks)}
-                if name == "placement" and ex.placement is not None:
-                    entry["placement"] = ex.placement.summary()
-                    entry["decisions"] = ex.placement.decisions()
-            row[name] = entry
+                entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds}
+                if name not in ("dask", "futures"):
+                    call = ex.report.processing
+                    entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
+                                  "timing": call.timing(), "merged_tasks": len(call.merges),
+                                  "fallbacks": len(call.fallbacks)})
+                    if name == "placement" and ex.placement is not None:
+                        entry["placement"] = ex.placement.summary()
+                        entry["decisions"] = ex.placement.decisions()
+                rows[number][name] = entry
+        print(f"{name}: {time.perf_counter() - start:.0f} s for queries {args.queries}",
+              flush=True)
+    for number, row in rows.items():
         if {"placement", "all-cpu", "all-gpu"} <= set(row):
             best = min(row["all-cpu"]["makespan"], row["all-gpu"]["makespan"])
             row["placement_vs_best_single"] = row["placement"]["makespan"] / best

@@ -41,6 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _gputime import event_time
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -266,20 +268,6 @@ EXTRA = ["carry", "argsort", "combinations2", "combinations3", "filter", "local_
 
 
 # -- timing ------------------------------------------------------------------------------------
-def event_time(cp, fn, reps: int) -> float:
-    fn()
-    cp.cuda.runtime.deviceSynchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
-    return float(np.median(times))
-
-
 def wall_time(cp, fn, min_seconds: float, max_reps: int, warm: bool = True) -> float:
     if warm:
         fn()

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import pickle
 import time
 import warnings
@@ -101,6 +102,28 @@ def _chain(exc: BaseException) -> list[BaseException]:
         out.append(exc)
         exc = exc.__cause__
     return out
+
+
+def _origin(err: BaseException) -> str:
+    """Where the innermost cause was raised, and the last frame of the user's code on
+    the way (tracebacks do not survive pickling; the message does)."""
+    import traceback
+
+    inner = _chain(err)[-1]
+    frames = traceback.extract_tb(inner.__traceback__)
+    if not frames:
+        return ""
+
+    def here(frame):
+        return f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
+
+    text = f" [raised at {here(frames[-1])}"
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    own = [f for f in frames if "site-packages" not in f.filename
+           and not os.path.abspath(f.filename).startswith(package)]
+    if own and own[-1] is not frames[-1]:
+        text += f", from {here(own[-1])}"
+    return text + "]"
 
 
 def _picklable_chain(causes) -> tuple:
@@ -267,7 +290,10 @@ def to_host(value):
     from gpuexec.kernels.dispatch import awkward_backend_of
 
     if isinstance(value, ak.Array):
-        return value if awkward_backend_of(value) == "cpu" else ak.to_backend(value, "cpu")
+        if awkward_backend_of(value) == "cpu":
+            return value
+        # a virtual column the processor passed through unread cannot change backend
+        return ak.to_backend(ak.materialize(value), "cpu")
     if hasattr(value, "__cuda_array_interface__") and hasattr(value, "get"):
         return value.get()
     if isinstance(value, dict):
@@ -363,7 +389,7 @@ class _Task:
             return _Partial(None, False, {}, [], [(i, str(skip)) for i in indices], [])
         except Exception as err:
             raise ChunkError(f"{describe_item(item)} failed on worker {_worker_name()} "
-                             f"({pool} pool): {type(err).__name__}: {err}",
+                             f"({pool} pool): {type(err).__name__}: {err}{_origin(err)}",
                              _chain(err)) from err
         seconds = time.perf_counter() - start
         if out is None:  # the function swallowed its error (e.g. coffea's own skip)

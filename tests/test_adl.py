@@ -115,6 +115,44 @@ def test_query_matches_reference(query, sample, generated):
         assert stats["n_calls"] > 0
 
 
+def _cuda_compute_only(name: str) -> bool:
+    """Whether awkward's CUDA backend may run kernel ``name`` through cuda.compute
+    (which JIT-compiles Python callables and so needs numba-cuda-mlir on the GPU
+    worker). Asked of awkward's own support table; no GPU needed."""
+    from awkward._backends.cupy import CupyBackend
+
+    return CupyBackend._supports_cuda_compute(None, name)
+
+
+@pytest.mark.parametrize("query", sorted(QUERIES))
+def test_query_runs_no_awkward_kernel_that_needs_cuda_compute(query, generated, monkeypatch):
+    """On a GPU worker the queries' jagged work is gk's; the awkward kernels they still
+    reach (broadcasting, masking) must be ones awkward's CUDA backend has as plain
+    kernels, or a GPU worker without numba-cuda-mlir fails the chunk (seen on the H200:
+    Q6 and Q8 moved to CPU workers). Recorded on the CPU backend, which takes the
+    same layout paths."""
+    from awkward._backends.numpy import NumpyBackend
+
+    from gpuexec.executor import stage_events
+    from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
+
+    reached: dict = {}
+    lookup = NumpyBackend.__getitem__
+
+    def recording(self, index):
+        if _cuda_compute_only(index[0]):
+            reached[index[0]] = reached.get(index[0], 0) + 1
+        return lookup(self, index)
+
+    events = NanoEventsFactory.from_root({str(generated): "Events"}, schemaclass=NanoAODSchema,
+                                         mode="virtual").events()
+    proc = make(query)
+    cols = proc.read(stage_events(events, "cpu"))
+    monkeypatch.setattr(NumpyBackend, "__getitem__", recording)
+    proc.observables(cols)
+    assert reached == {}, f"Q{query} reaches awkward kernels that need cuda.compute: {reached}"
+
+
 def test_reference_selects_something_on_generated(generated):
     """The generated sample exercises every query (no histogram left empty), so the
     comparisons above are not vacuous."""

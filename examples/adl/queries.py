@@ -69,7 +69,8 @@ def to_host(values) -> np.ndarray:
     """A flat array of values (any backend, option type without missing values) as a
     float64 numpy array."""
     if isinstance(values, ak.Array):
-        values = ak.to_numpy(ak.to_backend(values, "cpu"), allow_missing=False)
+        # materialize: a column passed through unread (Q1's MET) is still virtual
+        values = ak.to_numpy(ak.to_backend(ak.materialize(values), "cpu"), allow_missing=False)
     return np.asarray(values, dtype=np.float64)
 
 
@@ -152,7 +153,7 @@ class Q6(ADLQuery):
 
     def observables(self, cols):
         enough = gk.num(cols["Jet.pt"], axis=1) >= 3
-        jets = {name: array[enough] for name, array in cols.items()}
+        jets = {name: gk.filter(array, enough) for name, array in cols.items()}
         triplets = gk.argcombinations(jets["Jet.pt"], 3, axis=1)
         members = [triplets[k] for k in ("0", "1", "2")]
         p4 = _p4(jets, "Jet")
@@ -209,9 +210,9 @@ class Q8(ADLQuery):
         distance = gk.filter(np.abs(m - Z_MASS), opposite)
         first, second = gk.filter(first, opposite), gk.filter(second, opposite)
         best = gk.argmin(distance, axis=1, keepdims=True)
-        return (ak.fill_none(_firsts(distance, best), np.inf),
-                ak.fill_none(_firsts(first, best), -1),
-                ak.fill_none(_firsts(second, best), -1))
+        return (gk.fill_none(_firsts(distance, best), np.inf),
+                gk.fill_none(_firsts(first, best), -1),
+                gk.fill_none(_firsts(second, best), -1))
 
     @staticmethod
     def _leading_outside(cols, flavour, used_first, used_second):
@@ -222,26 +223,26 @@ class Q8(ADLQuery):
         pt = gk.filter(cols[f"{flavour}.pt"], free)
         phi = gk.filter(cols[f"{flavour}.phi"], free)
         lead = gk.argmax(pt, axis=1, keepdims=True)
-        return (ak.fill_none(kin.f64(_firsts(pt, lead)), -np.inf),
-                ak.fill_none(kin.f64(_firsts(phi, lead)), 0.0))
+        return (gk.fill_none(kin.f64(_firsts(pt, lead)), -np.inf),
+                gk.fill_none(kin.f64(_firsts(phi, lead)), 0.0))
 
     def observables(self, cols):
         n_leptons = gk.num(cols["Electron.pt"], axis=1) + gk.num(cols["Muon.pt"], axis=1)
         three = n_leptons >= 3
-        cols = {name: array[three] for name, array in cols.items()}
+        cols = {name: gk.filter(array, three) for name, array in cols.items()}
 
         e_dist, e_first, e_second = self._best_pair(cols, "Electron")
         mu_dist, mu_first, mu_second = self._best_pair(cols, "Muon")
         pair_is_ee = e_dist <= mu_dist
         has_pair = np.minimum(e_dist, mu_dist) < np.inf
 
-        e_pt, e_phi = self._leading_outside(cols, "Electron", ak.where(pair_is_ee, e_first, -1),
-                                            ak.where(pair_is_ee, e_second, -1))
-        mu_pt, mu_phi = self._leading_outside(cols, "Muon", ak.where(pair_is_ee, -1, mu_first),
-                                              ak.where(pair_is_ee, -1, mu_second))
+        e_pt, e_phi = self._leading_outside(cols, "Electron", gk.where(pair_is_ee, e_first, -1),
+                                            gk.where(pair_is_ee, e_second, -1))
+        mu_pt, mu_phi = self._leading_outside(cols, "Muon", gk.where(pair_is_ee, -1, mu_first),
+                                              gk.where(pair_is_ee, -1, mu_second))
         third_is_e = e_pt >= mu_pt
-        lep_pt = ak.where(third_is_e, e_pt, mu_pt)[has_pair]
-        lep_phi = ak.where(third_is_e, e_phi, mu_phi)[has_pair]
+        lep_pt = gk.where(third_is_e, e_pt, mu_pt)[has_pair]
+        lep_phi = gk.where(third_is_e, e_phi, mu_phi)[has_pair]
         mt = kin.transverse_mass(cols["MET.pt"][has_pair], cols["MET.phi"][has_pair], lep_pt, lep_phi)
         return {"mt": mt}
 

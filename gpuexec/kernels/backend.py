@@ -134,7 +134,20 @@ def _counted(name: str, fn: Callable) -> Callable:
     return launch
 
 
-def _dtype_name(d) -> str:
-    import numpy as np
+_DTYPE_NAMES: dict = {}
 
-    return np.dtype(d).name
+
+def _dtype_name(d) -> str:
+    """``np.dtype(d).name``, remembered per dtype (numpy builds the name string on every
+    ``.name``; this sits on every kernel lookup, a few us of each call's floor)."""
+    try:
+        return _DTYPE_NAMES[d]
+    except (KeyError, TypeError):
+        import numpy as np
+
+        name = np.dtype(d).name
+        try:
+            _DTYPE_NAMES[d] = name
+        except TypeError:  # an unhashable dtype-like
+            pass
+        return name

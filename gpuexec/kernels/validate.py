@@ -10,6 +10,8 @@ derive from that class, so code written against awkward keeps catching them.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 
@@ -42,12 +44,37 @@ def _val(a, i) -> int:
     return int(a[i])
 
 
+# -- which buffers already passed ------------------------------------------------------
+# Layouts are immutable (awkward's contract), so an offsets buffer that passed its check
+# against a content length passes it again: remembered per buffer object, through a
+# weak reference, so that repeated calls on one array (a processor touches a column many
+# times) skip the O(n) passes and, on a GPU, the host sync of reading their flag.
+_passed: dict = {}
+
+
+def _remember(array, content_length) -> None:
+    key = id(array)
+    try:
+        ref = weakref.ref(array, lambda _, key=key: _passed.pop(key, None))
+    except TypeError:  # an array type without weak references: never remembered
+        return
+    _passed[key] = (ref, content_length)
+
+
+def _already_passed(array, content_length) -> bool:
+    entry = _passed.get(id(array))
+    return entry is not None and entry[0]() is array and entry[1] == content_length
+
+
 # -- layouts ---------------------------------------------------------------------------
 def offsets(offsets, content_length, name="offsets", check_order=True) -> None:
     """``offsets`` (int64[n+1]) start at >= 0, never decrease and end within the content.
     ``check_order=False`` leaves the order to a kernel that reads the offsets anyway
     and counts decreasing steps (``rebase_offsets``); the caller then calls this again
-    with the order check to raise the error."""
+    with the order check to raise the error. A buffer that passed the full check for
+    this content length is not checked again."""
+    if _already_passed(offsets, content_length):
+        return
     if offsets.ndim != 1 or offsets.shape[0] < 1:
         raise InvalidLayout(f"{name} must be a 1-d array with at least one entry, "
                             f"got shape {tuple(offsets.shape)}")
@@ -62,6 +89,8 @@ def offsets(offsets, content_length, name="offsets", check_order=True) -> None:
     if n > 0 and check_order:
         checks.append((offsets[1:] < offsets[:-1]).any())
     if not bool(xp.stack(checks).any()):
+        if check_order and _known(content_length):
+            _remember(offsets, int(content_length))
         return
     if n > 0 and check_order:
         down = offsets[1:] < offsets[:-1]

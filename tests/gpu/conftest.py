@@ -42,12 +42,15 @@ _backends: dict = {}
 
 @pytest.fixture(scope="session")
 def gpu_backend_factory():
-    """GPUBackend per strategy, created once per session (modules compile once)."""
+    """GPUBackend per strategy, created once per session (modules compile once). The
+    strategy's own kernels run on every input: ``short_lists=0`` turns off the table's
+    per-list mapping of short lists (which has its own test), so the test arrays, whose
+    lists are short, exercise the flattened kernels."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     def make(strategy: str):
         if strategy not in _backends:
-            _backends[strategy] = GPUBackend(strategy=strategy)
+            _backends[strategy] = GPUBackend(strategy=strategy, short_lists=0)
         return _backends[strategy]
 
     return make

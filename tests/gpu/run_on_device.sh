@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the GPU test suite on the device machine (Python 3.12 image, no network) and keeps
 # full logs. Here, first: ../shared/tools/device-wheels executor  (awkward, coffea, dask...)
-# and add cuda-cccl (awkward's own "cuda" reducers, for comparisons):
+# and add cuda-cccl (awkward's own "cuda" reducers, for comparisons) and, to spread the
+# kernel tests over cores, pytest-xdist + execnet (same download line):
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp --platform manylinux_2_26_x86_64 -d .whl cuda-cccl==1.2.1
 # Then: run(command="bash tests/gpu/run_on_device.sh [pytest args]", carry=[".whl"]).
@@ -14,12 +15,24 @@ out=${OUT:-/tmp/gpu-logs}
 mkdir -p "$out"
 nvidia-smi -L
 python3 -m gpuexec.kernels.gpu.warm || true   # fill the kernel cache in parallel first
+# The files run side by side (16 host cores, one GPU): the kernel tests spread over
+# pytest-xdist workers when its wheel is carried; the executor test starts its own cluster.
+workers() { python3 -c "import xdist" 2>/dev/null && echo "-n $1" || echo ""; }
+declare -A procs=(
+  [test_gpu_reductions]="$(workers 6)"
+  [test_gpu_families]="$(workers 4)"
+  [test_gpu_executor]=""
+)
+pids=()
+for name in "${!procs[@]}"; do
+  python3 -m pytest -q -p no:cacheprovider --tb=short ${procs[$name]} \
+    --junitxml="$out/$name.xml" "tests/gpu/$name.py" "$@" > "$out/$name.log" 2>&1 &
+  pids+=("$!:$name")
+done
 rc=0
-for f in tests/gpu/test_gpu_*.py; do
-  name=$(basename "$f" .py)
-  python3 -m pytest -q -p no:cacheprovider --tb=short --junitxml="$out/$name.xml" "$f" "$@" \
-    > "$out/$name.log" 2>&1
-  r=$?
+for entry in "${pids[@]}"; do
+  wait "${entry%%:*}"; r=$?
+  name=${entry#*:}
   echo "$name: exit $r; $(tail -n 1 "$out/$name.log")"
   [ "$r" -eq 0 ] || rc=$r
 done

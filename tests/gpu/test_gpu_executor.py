@@ -102,3 +102,52 @@ def test_device_out_of_memory_is_retried_on_cpu_with_exact_totals(executor, samp
     call = ex.report.processing
     assert call.processed == 200_000 and call.pools == {"cpu": 8}
     assert call.fallbacks and all("Memory" in f.reason for f in call.fallbacks)
+
+
+def _gpu_count() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+@pytest.mark.skipif("_gpu_count() < 2", reason="needs 2 GPUs (device kind nvidia-h200-x2)")
+def test_one_pinned_worker_per_gpu_on_a_multi_gpu_host(sample):
+    """The embedded default on a host with several GPUs: one GPU worker per device,
+    each pinned to its own (CUDA_VISIBLE_DEVICES), every one running chunks; results
+    equal the IterativeExecutor's with exact totals."""
+    from distributed import get_worker
+
+    n_gpus = _gpu_count()
+    # one chunk slot per GPU worker: the probe chunks spread over the GPUs
+    ex = GPUExecutor(cpu_workers=2, gpu_threads=1, dashboard_address="127.0.0.1:0",
+                     status=False, probe=2)
+    try:
+        gpu_pools = [p for p in ex.cluster_spec().pools if p.is_gpu]
+        assert sum(p.workers for p in gpu_pools) == n_gpus
+        client = shared_client(ex.cluster_spec())
+
+        def where():
+            import cupy
+
+            return (get_worker().name, os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    cupy.cuda.runtime.getDeviceCount(),
+                    cupy.cuda.runtime.getDeviceProperties(0)["uuid"])
+
+        seen = {}
+        for info in client.run(where).values():
+            seen[info[0]] = info[1:]
+        gpus = {k: v for k, v in seen.items() if str(k).startswith("gpu")}
+        assert len(gpus) == n_gpus, seen
+        assert all(count == 1 for _, count, _ in gpus.values()), seen  # pinned: sees one
+        assert len({visible for visible, _, _ in gpus.values()}) == n_gpus, seen
+        assert len({uuid for _, _, uuid in gpus.values()}) == n_gpus, seen  # distinct devices
+
+        want = run(processor.IterativeExecutor(status=False), make(6), [sample], 25_000)
+        got = run(ex, make(6), [sample], 25_000)
+        assert_same(got, want)
+        call = ex.report.processing
+        assert call.processed == 200_000
+        workers = {r.worker for r in call.runs if r.pool == "gpu"}
+        assert len(workers) == n_gpus, workers  # every GPU ran chunks
+    finally:
+        ex.close()

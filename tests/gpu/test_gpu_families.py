@@ -9,7 +9,7 @@ Two levels:
   empty lists, one list of 70 000 (the merge-path sort), offsets starting above 0 and
   misaligned views;
 - public API: take (1-D, jagged and option-type jagged index), filter (jagged, option and
-  1-D masks), to_packed, sort, argsort, local_index, flatten, num, combinations /
+  1-D masks), to_packed, fill_none, where, sort, argsort, local_index, flatten, num, combinations /
   argcombinations (n = 2, 3), cartesian / argcartesian for every dtype and layout of
   tests/jagged.py and both strategies of the table (split, fused), on device arrays,
   against awkward on the host (values, types, option structure), with no hand-off.
@@ -118,7 +118,7 @@ def backends(gpu_backend_factory):
 
 
 # -- public API: every function x dtype x layout x strategy ------------------------------------
-GROUPS = ["sort", "structure", "combinations", "take", "filter"]
+GROUPS = ["sort", "structure", "combinations", "take", "filter", "choice"]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -160,6 +160,17 @@ def test_public_functions_match_awkward(group, dtype, layout, strategy, backends
             idxd = device(idx)
             same(lambda: x[idx], lambda: gk.take(xd, idxd, backend=be), be)
         same(lambda: ak.to_packed(x), lambda: gk.to_packed(xd, backend=be), be)
+    elif group == "choice":  # fill_none of a keepdims pick and where, as the ADL queries use them
+        pick = ak.flatten(x[ak.argmax(x, axis=-1, keepdims=True)], axis=-1)
+        pickd = device(pick)
+        for value in (-1, 2.5):
+            same(lambda: ak.fill_none(pick, value), lambda: gk.fill_none(pickd, value, backend=be),
+                 be, native=pick.ndim == 1)
+        if x.ndim == 2 and not layout.endswith("_above"):
+            cond = ak.local_index(x, axis=-1) % 2 == 0
+            condd = device(cond)
+            same(lambda: ak.where(cond, x, 0), lambda: gk.where(condd, xd, 0, backend=be), be,
+                 native=layout in ("listoffset", "sliced", "regular"))
     else:
         local = ak.local_index(x, axis=-1)
         masks = [local % 3 != 1, ak.from_regular(local % 2 == 0, axis=-1) if layout == "regular"

@@ -215,6 +215,38 @@ def test_strategies_launch_different_kernels(gpu_backend_factory):
     assert sum(seen["split"].values()) == 3 * sum(seen["fused"].values())
 
 
+@pytest.mark.parametrize("strategy", ["split", "fused"])
+@pytest.mark.parametrize("fname", ["sum", "argmax"])
+def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname):
+    """The table's short-list rule: the mean list length picks the mapping; both give
+    the same result as awkward."""
+    from gpuexec.kernels.gpu import strategies as S
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    be = GPUBackend(strategy=strategy)
+    threshold = be.plan.short_lists.get(fname, be.plan.short_lists.get("*", 0))
+    assert threshold > 1
+    rng = np.random.default_rng(3)
+    for mean, mapping in ((2, "naive"), (4 * threshold, strategy)):
+        counts = rng.poisson(mean, 3000)
+        host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)
+        with gk.counting() as s:
+            got = getattr(gk, fname)(ak.to_backend(host, "cuda"), axis=1, backend=be)
+        launched = [k for k in s["kernels"] if k.startswith(f"gk_{fname}_")]
+        per_list = [k.endswith("_naive") for k in launched]
+        assert launched and all(per_list) == (mapping == "naive") and any(per_list) == all(per_list), (
+            mean, launched)
+        if mapping != "naive":
+            assert f"gk_{fname}_float64_{strategy}" in launched, launched
+        want = getattr(ak, fname)(host, axis=1)
+        if fname == "sum":
+            np.testing.assert_allclose(ak.to_numpy(ak.to_backend(got, "cpu")), ak.to_numpy(want),
+                                       rtol=1e-12)
+        else:
+            assert ak.to_list(ak.to_backend(got, "cpu")) == ak.to_list(want)
+    assert S.plan(be.device.arch, strategy, short_lists=0).per_list(fname, 10, 10) is False
+
+
 def test_default_strategy_comes_from_the_table(gpu_backend_factory):
     from gpuexec.kernels.gpu import strategies as S
     from gpuexec.kernels.gpu.backend import GPUBackend

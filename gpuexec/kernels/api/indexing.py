@@ -125,7 +125,24 @@ def _take_events(layout, idx, backend):
     validate.index_range(values, n, "index")
     if values.shape[0] and int(values.min()) < 0:
         values = backend.nplike.where(values < 0, values + n, values)
-    return L.carry(layout, values, backend)
+    return _events(layout, values, backend)
+
+
+def _events(layout, index, backend):
+    """``layout[index]`` across events. Lists of numbers come out packed (a gather of
+    their contents, offsets from 0), not as awkward's lazy ListArray: same type and
+    values, and later elementwise math on several such columns broadcasts on equal
+    offsets without a kernel (awkward's ListArray path runs compact/broadcast kernels
+    that its CUDA backend takes from cuda.compute). Other nodes are carried lazily."""
+    if (isinstance(layout, (C.ListOffsetArray, C.ListArray))
+            and isinstance(layout.content, C.NumpyArray)
+            and len(layout.content.inner_shape) == 0 and not _is_string(layout)):
+        return L.packed(layout, backend, index)
+    return L.carry(layout, index, backend)
+
+
+def _is_string(node):
+    return node.parameter("__array__") in ("string", "bytestring")
 
 
 def _filter(layout, mask, backend, name):
@@ -135,7 +152,7 @@ def _filter(layout, mask, backend, name):
             values = values.astype(np.bool_)
         validate.mask_dtype(values, name)
         validate.same_length(layout.length, values.shape[0], name)
-        return L.carry(layout, backend.nplike.nonzero(values)[0].astype(np.int64), backend)
+        return _events(layout, backend.nplike.nonzero(values)[0].astype(np.int64), backend)
     regular = _regular_index(mask)
     if regular is not None:
         return _filter_numpy_style(layout, mask.length, *regular, backend, name)

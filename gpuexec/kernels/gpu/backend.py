@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
+from dataclasses import replace
 
 import numpy as np
 
@@ -103,15 +104,18 @@ class PinnedStaging:
 
 
 class GPUBackend(Backend):
-    """``GPUBackend(vendor=None, strategy=None, launch=None, device=0)``.
+    """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None)``.
 
-    ``strategy``/``launch`` override the strategy table (tests and benchmarks run every
-    strategy on the same device); ``vendor`` "cuda" or "hip" (default: the one present)."""
+    ``strategy``/``launch``/``short_lists`` override the strategy table (tests and
+    benchmarks run every strategy on the same device; ``short_lists=0`` keeps the
+    flattened kernels on short lists too); ``vendor`` "cuda" or "hip" (default: the one
+    present)."""
 
     ak_backend = "cuda"
 
     def __init__(self, vendor: str | None = None, strategy: str | None = None,
-                 launch=None, device: int = 0, cache_dir: str | None = None):
+                 launch=None, device: int = 0, cache_dir: str | None = None,
+                 short_lists: float | None = None):
         super().__init__()
         import cupy
 
@@ -125,7 +129,7 @@ class GPUBackend(Backend):
             cupy.empty(1)  # the runtime's primary context exists before the driver is used
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
-        self.plan = S.plan(self.device.arch, strategy, launch)
+        self.plan = S.plan(self.device.arch, strategy, launch, short_lists)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}
@@ -191,15 +195,14 @@ class GPUBackend(Backend):
         return self._cp.ascontiguousarray(offsets)
 
     # -- kernels ---------------------------------------------------------------------------
-    def _functions(self, op: S.Op):
-        """role -> (function by dtype name or single function, Launch) for ``op``."""
-        prepared = self._prepared.get(op.contract)
-        if prepared is None:
-            unit = S.unit_for(self.plan, op)
-            module = self.runtime.module(unit)
-            prepared = {"module": module, "unit": unit}
-            self._prepared[op.contract] = prepared
-        return prepared["module"]
+    def _functions(self, op: S.Op, plan: S.Plan | None = None):
+        """{extern "C" name: function} of ``op``'s unit under ``plan`` (this backend's)."""
+        plan = plan or self.plan
+        key = (op.contract, plan.strategy.name)
+        module = self._prepared.get(key)
+        if module is None:
+            module = self._prepared[key] = self.runtime.module(S.unit_for(plan, op))
+        return module
 
     def _count(self, offsets):
         offsets = self._offsets(offsets)
@@ -248,6 +251,10 @@ class GPUBackend(Backend):
         names = {r: f"gk_{op.device}_{dt}_{r}" for r in st.passes}
         names["partition"] = "gk_partition"
         resident = {}
+        # the per-list mapping for short lists (strategies.py): the naive unit's kernel
+        per_list_plan = replace(self.plan, strategy=S.STRATEGIES["naive"])
+        per_list_name = f"gk_{op.device}_{dt}_naive"
+        per_list_block = per_list_plan.launch_of("naive", op.device).block
 
         def max_waves(fn):
             """Waves that are resident at once (the persistent grid)."""
@@ -284,6 +291,12 @@ class GPUBackend(Backend):
             c_out = ctypes.c_void_p(out.data.ptr)
             if st.name == "naive":
                 self._launch(names["naive"], funcs[names["naive"]], -(-n // cfg.block), cfg.block,
+                             (c_off, c_n, c_content, c_shift, c_ntiles, ctypes.c_longlong(0),
+                              c_ident, c_out))
+                return out
+            if self.plan.per_list(op.device, n, content.shape[0]):
+                fn = self._functions(op, per_list_plan)[per_list_name]
+                self._launch(per_list_name, fn, -(-n // per_list_block), per_list_block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, ctypes.c_longlong(0),
                               c_ident, c_out))
                 return out

@@ -11,9 +11,16 @@ Strategies (all valid on any wave width; the table only picks the default):
          finishes boundary lists itself; flattened, 128-bit loads. For 32-lane warps.
   naive  one thread per list (the direct port); a baseline for benchmarks and tests.
 
-Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive`` and ``GPUEXEC_GPU_LAUNCH``
-(``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``),
-or the same through ``GPUBackend(strategy=..., launch=...)``.
+Short lists: where the mean list length of a reduction's input (content length / lists,
+known without reading the data) is below the row's ``short_lists`` threshold for the op,
+the flattened strategies map one thread per list instead (CUB's small-segment policy):
+a tile of flattened work then holds dozens of list boundaries and its ordered combine
+costs more than the per-list loop, which reads coalesced enough when lists are short.
+
+Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive``, ``GPUEXEC_GPU_LAUNCH``
+(``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``)
+and ``GPUEXEC_GPU_SHORT_LISTS`` (one threshold for every op; 0 = always flattened), or the
+same through ``GPUBackend(strategy=..., launch=..., short_lists=...)``.
 
 ``compile_units(arch)`` lists every (source, defines) the runtime may compile for an
 architecture with the extern "C" kernels each defines and what the strategy promises about
@@ -103,6 +110,9 @@ class ArchRow:
     wave: int                    # lanes per wave
     strategy: str                # default strategy
     launch: dict = field(default_factory=dict)  # role -> Launch (missing roles: Launch())
+    # op -> mean list length below which flattened strategies reduce one list per thread
+    # ("*": every other op); measured by benchmarks/gpu_reduce.py
+    short_lists: dict = field(default_factory=dict)
 
 
 # The table. First matching row wins.
@@ -116,7 +126,10 @@ ARCHES: tuple[ArchRow, ...] = (
     # (register-bound: 3 resident blocks where the kernel fits 85 registers without spills)
     ArchRow(r"sm_\d+a?", "cuda", 32, "fused",
             {"fused": Launch(256, 64, 3), "fused:argmin": Launch(256, 64, 2),
-             "fused:argmax": Launch(256, 64, 2), "split": Launch(256, 64, 2)}),
+             "fused:argmax": Launch(256, 64, 2), "split": Launch(256, 64, 2)},
+            # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
+            # length 5, 3x slower at mean length 108 (gpu_reduce.json)
+            {"argmin": 16, "argmax": 16, "*": 8}),
 )
 
 
@@ -152,6 +165,14 @@ class Plan:
     wave: int
     strategy: Strategy
     launch: dict  # role -> Launch
+    short_lists: dict = field(default_factory=dict)  # op -> mean list length threshold
+
+    def per_list(self, op: str, n_lists: int, n_elements: int) -> bool:
+        """Whether a flattened strategy reduces these lists one per thread instead."""
+        if not self.strategy.flatten or n_lists <= 0:
+            return False
+        below = self.short_lists.get(op, self.short_lists.get("*", 0))
+        return n_elements < below * n_lists
 
     def launch_of(self, role: str, op: str | None = None) -> Launch:
         """The launch configuration of ``role`` (``"role:op"`` rows override per op)."""
@@ -167,10 +188,14 @@ class Plan:
         return st.passes[1] if st.name == "split" else st.passes[0]
 
 
-def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None) -> Plan:
+def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None,
+         short_lists: float | None = None) -> Plan:
     """The strategy and launch configuration for ``arch`` after overrides (argument, then
     environment, then the table)."""
     row = arch_row(arch)
+    if short_lists is None and os.environ.get("GPUEXEC_GPU_SHORT_LISTS"):
+        short_lists = float(os.environ["GPUEXEC_GPU_SHORT_LISTS"])
+    thresholds = dict(row.short_lists) if short_lists is None else {"*": float(short_lists)}
     name = strategy or os.environ.get("GPUEXEC_GPU_STRATEGY") or row.strategy
     if name not in STRATEGIES:
         raise ValueError(f"unknown GPU strategy {name!r}; known: {', '.join(STRATEGIES)}")
@@ -185,7 +210,7 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
         overrides.setdefault(role, {}).update(fields)
     for role, fields in overrides.items():
         configs[role] = replace(configs.get(role, Launch()), **fields)
-    return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs)
+    return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds)
 
 
 @dataclass

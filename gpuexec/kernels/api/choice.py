@@ -1,0 +1,142 @@
+"""Element-wise choice: ``where``. Native where every array argument has the same
+list structure over plain numbers (or is flat); awkward's own route builds a
+UnionArray per leaf and simplifies it, a kernel its CUDA backend takes from
+cuda.compute."""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+import awkward as ak
+import numpy as np
+
+from gpuexec.kernels import layout as L
+from gpuexec.kernels.api._common import NotNative, public, wrap
+
+C = ak.contents
+_LISTS = (C.ListOffsetArray, C.ListArray, C.RegularArray)
+
+
+def _awkward_where(condition, *args, mergebool=True, highlevel=True, behavior=None,
+                   attrs=None):
+    return ak.where(condition, *args, mergebool=mergebool, highlevel=highlevel,
+                    behavior=behavior, attrs=attrs)
+
+
+@public(_awkward_where)
+def where(condition, x, y, *, mergebool=True, highlevel=True, behavior=None, attrs=None,
+          backend):
+    """``ak.where(condition, x, y)``: ``x`` where ``condition`` is true, else ``y``;
+    ``x``/``y`` are arrays of the condition's structure or numbers."""
+    cond = L.to_layout(condition)
+    operands = [L.to_layout(v) if isinstance(v, (ak.Array, C.Content)) else v for v in (x, y)]
+    for v in operands:
+        if not isinstance(v, C.Content) and (
+                isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Number, np.number))):
+            raise NotNative(f"{type(v).__name__} operand (arrays and numbers run natively)")
+    layouts = [cond] + [v for v in operands if isinstance(v, C.Content)]
+    dtype = _result_dtype(tuple(_signature(v) for v in [cond] + operands), mergebool)
+
+    # every array argument must have the condition's lists: same offsets, numbers below
+    levels = _structure(cond, backend)
+    for other in layouts[1:]:
+        if not _same(levels, _structure(other, backend), backend):
+            raise NotNative("arguments of different list structure")
+    nplike = backend.nplike
+    condition_values = _flat(cond, backend)
+    choices = []
+    for v in operands:
+        if isinstance(v, C.Content):
+            values = _flat(v, backend)
+            if values.shape != condition_values.shape:
+                raise NotNative("arguments of different lengths")
+            choices.append(values.astype(dtype, copy=False))
+        else:
+            choices.append(nplike.asarray(v, dtype=dtype))
+    picked = nplike.where(condition_values != 0, *choices)
+    out = C.NumpyArray(picked.astype(dtype, copy=False))
+    for level in reversed(levels):
+        if level[0] == "regular":
+            out = C.RegularArray(out, level[1], zeros_length=level[2])
+        else:
+            out = C.ListOffsetArray(ak.index.Index64(level[1]), out)
+    return wrap(out, condition, highlevel=highlevel, behavior=behavior, attrs=attrs)
+
+
+def _structure(layout, backend):
+    """Each list level of a layout that is contiguous lists over plain numbers, from the
+    top: ``("regular", size, length)`` or ``("var", offsets rebased to 0)``;
+    NotNative otherwise."""
+    levels = []
+    node = layout
+    while isinstance(node, _LISTS):
+        if node.parameter("__array__") in ("string", "bytestring"):
+            raise NotNative("strings")
+        if isinstance(node, C.RegularArray):
+            levels.append(("regular", node.size, node.length))
+            node = node.content[: node.size * node.length]
+            continue
+        lists = L.list_bounds(node, backend)
+        if lists.offsets is None:
+            raise NotNative(f"{type(node).__name__} with non-contiguous lists")
+        start, stop = int(lists.offsets[0]), int(lists.offsets[-1])
+        levels.append(("var", lists.offsets - start if start else lists.offsets))
+        node = node.content[start:stop]
+    if not (isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0):
+        raise NotNative(f"{type(node).__name__} where numbers are expected")
+    return levels
+
+
+def _flat(layout, backend):
+    """The numbers below a layout that ``_structure`` accepted."""
+    node = layout
+    while isinstance(node, _LISTS):
+        if isinstance(node, C.RegularArray):
+            node = node.content[: node.size * node.length]
+        else:
+            lists = L.list_bounds(node, backend)
+            node = node.content[int(lists.offsets[0]):int(lists.offsets[-1])]
+    return L.leaf_values(node, backend)
+
+
+def _same(a, b, backend) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x[0] != y[0]:
+            return False
+        if x[0] == "regular":
+            if x[1:] != y[1:]:
+                return False
+        elif not (x[1] is y[1] or (x[1].shape == y[1].shape
+                                   and bool(backend.nplike.array_equal(x[1], y[1])))):
+            return False
+    return True
+
+
+def _signature(value):
+    if isinstance(value, C.Content):
+        return ("form", value.form.to_json())
+    dtype = getattr(value, "dtype", None)
+    return ("number", type(value), None if dtype is None else np.dtype(dtype).str)
+
+
+@functools.lru_cache(maxsize=256)
+def _result_dtype(signatures, mergebool) -> np.dtype:
+    """The leaf dtype of awkward's own ``where`` for these argument types (asked of its
+    type tracer); NotNative where that is not plain numbers."""
+    args = []
+    for kind, *rest in signatures:
+        if kind == "form":
+            form = ak.forms.from_json(rest[0])
+            args.append(ak.Array(form.length_zero_array().to_typetracer(forget_length=True)))
+        else:
+            value_type, dtype = rest
+            args.append(value_type(0) if dtype is None else np.zeros((), dtype)[()])
+    out = ak.where(*args, mergebool=mergebool, highlevel=False)
+    while isinstance(out, _LISTS):
+        out = out.content
+    if not (isinstance(out, C.NumpyArray) and len(out.inner_shape) == 0):
+        raise NotNative(f"awkward's result holds {type(out).__name__}, not numbers")
+    return out.dtype
