@@ -89,13 +89,18 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-backend", default=None, help='"cpu": a CPU-backed GPU pool')
     parser.add_argument("--gpu-workers", type=int, default=None)
     parser.add_argument("--gpu-threads", type=int, default=2)
-    parser.add_argument("--executors", default="placement,all-cpu,all-gpu,dask,futures")
+    parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures")
     parser.add_argument("--file", default=None, help="reuse this sample instead of generating")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
     parser.add_argument("--previous", default=None,
                         help="JSON of an earlier run (other queries, same machine and input) "
                              "to merge: device time comes in 30-minute sessions")
     args = parser.parse_args(argv)
+    # coffea's executors run one task per worker process (Dask: one thread each; futures:
+    # one process per core): numba's kernels in them get one thread each, as gpuexec's
+    # CPU workers do (their pool sets its own count). Left at numba's default, every
+    # worker would start a thread per core: 16 x 16 threads on 16 cores.
+    os.environ["NUMBA_NUM_THREADS"] = "1"
     queries = [int(q) for q in args.queries.split(",")]
     executors = args.executors.split(",")
     chunksize = args.chunksize or max(50_000, min(500_000, args.events // (8 * args.cores)))
@@ -144,15 +149,20 @@ def main(argv=None) -> int:
                 rows[number][name] = entry
         print(f"{name}: {time.perf_counter() - start:.0f} s for queries {args.queries}",
               flush=True)
+        save(args.out, results)  # what is measured survives a run cut short
     for number, row in rows.items():
         if {"placement", "all-cpu", "all-gpu"} <= set(row):
             best = min(row["all-cpu"]["makespan"], row["all-gpu"]["makespan"])
             row["placement_vs_best_single"] = row["placement"]["makespan"] / best
         print_row(f"Q{number}", row)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=1, default=str))
+    save(args.out, results)
     print(f"written {args.out}")
     return 0
+
+
+def save(path: str, results: dict) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(results, indent=1, default=str))
 
 
 def print_row(name: str, row: dict) -> None:

@@ -37,6 +37,7 @@ same retries and skip rule itself, so that it knows what was skipped and why
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -308,6 +309,26 @@ def to_host(value):
     return value
 
 
+@contextlib.contextmanager
+def awkward_messages_on_error(ak_backend: str):
+    """Awkward builds the message of every operation on device arrays before running it
+    (a CuPy error may surface later): a repr of each argument, read back from the
+    device. Measured on the H200 (benchmarks/gpu_chunk_profile.py): 0.20 s of the
+    0.54 s of compute of an ADL Q8 chunk of 200k events. Inside one outer awkward error
+    context, nested operations build theirs only when an error is raised, and the error
+    names this context (the processor on a GPU worker) instead of the innermost call."""
+    if ak_backend == "cpu":  # numpy is eager: awkward already builds messages lazily
+        yield
+        return
+    try:
+        from awkward._errors import OperationErrorContext
+    except ImportError:  # another awkward layout: keep its behaviour
+        yield
+        return
+    with OperationErrorContext(f"the processor on a GPU worker ({ak_backend})", (), {}):
+        yield
+
+
 class _StagedProcessor(ProcessorABC):
     """The user's processor as a GPU-pool task runs it: its events staged on the
     device (``stage_events``), its output brought back to the host."""
@@ -318,7 +339,8 @@ class _StagedProcessor(ProcessorABC):
     def process(self, events):
         staged = stage_events(events, self.ak_backend, self.timings)
         run = self.processor.process if hasattr(self.processor, "process") else self.processor
-        return to_host(run(staged))
+        with awkward_messages_on_error(self.ak_backend):
+            return to_host(run(staged))
 
     def postprocess(self, accumulator):
         return self.processor.postprocess(accumulator)
@@ -705,7 +727,8 @@ class GPUExecutor(ExecutorBase):
         from gpuexec.scheduler.placement import Placement
 
         return Placement.from_pools(pools.values(), self._calibration(client, pools),
-                                    crossover=self.crossover, probe=self.probe)
+                                    crossover=self.crossover, probe=self.probe,
+                                    unmeasured_depth=1)
 
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):

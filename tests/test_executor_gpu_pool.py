@@ -129,6 +129,36 @@ def test_staged_events_stay_lazy_and_outputs_come_home():
 
 
 # ------------------------------------------------------------------------- runs
+def test_awkward_builds_messages_only_on_error_inside_a_gpu_task(monkeypatch):
+    """Awkward formats every operation's arguments up front when an array's nplike is
+    not eager (CuPy): emulated here by marking numpy not eager. Inside
+    ``awkward_messages_on_error`` nothing is formatted until an error, which then
+    names the GPU task's context."""
+    import numpy as np
+    from awkward._errors import OperationErrorContext
+    from awkward._nplikes.numpy import Numpy
+
+    from gpuexec.executor import awkward_messages_on_error
+
+    formatted = []
+    original = OperationErrorContext._format_args
+    monkeypatch.setattr(Numpy, "is_eager", False)
+    monkeypatch.setattr(OperationErrorContext, "_format_args",
+                        lambda self, args: formatted.append(1) or original(self, args))
+    x = ak.Array([[1.0, 2.0], [3.0]])
+    np.cos(x) + 1
+    assert formatted  # what awkward does on a device array
+    formatted.clear()
+    with awkward_messages_on_error("cuda"):
+        np.cos(x) + 1
+        ak.num(x)
+    assert not formatted
+    with pytest.raises(ValueError, match="cannot broadcast") as info:
+        with awkward_messages_on_error("cuda"):
+            ak.Array([[1, 2], [3]]) + ak.Array([[1, 2, 3], [4]])
+    assert "processor on a GPU worker" in "".join(getattr(info.value, "__notes__", []))
+
+
 def test_gpu_pool_run_matches_iterative_with_decisions_and_merges(executor, tt_reference):
     ex = executor.copy(probe=2)
     out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")

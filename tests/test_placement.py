@@ -283,3 +283,24 @@ def test_merge_for_gpu_respects_the_target_and_other_files():
     assert [(c.file, c.start, c.stop) for c in merged.items] == [("x", 0, 20), ("y", 10, 20)]
     with pytest.raises(ValueError):
         merge_for_gpu(items, 0)
+
+
+def test_an_unmeasured_pool_queues_at_most_one_chunk_per_slot():
+    """Seeds that make the GPU look 25x faster would queue most of a window on it before
+    its first result; with ``unmeasured_depth=1`` it takes one chunk per slot while the
+    CPU pool has room, then (nothing measured, all full) chunks go by slot count; once
+    the GPU reports it is placed by its model again. 14 CPU + 2 GPU slots and a window
+    of 32 chunks, as on the 16-core H200 host."""
+    def window(policy):
+        return [policy.assign(chunk(i, 200_000, start=200_000 * i), now=0,
+                              backlog_events=200_000 * (31 - i)) for i in range(32)]
+
+    policy = Placement(pools(cpu_slots=14, gpu_slots=2), unmeasured_depth=1)
+    placed = window(policy)
+    assert placed[:16].count("gpu") == 2  # one per slot while the CPU pool had room
+    assert placed.count("gpu") == 32 * 2 // 16  # then by slots
+    assert window(Placement(pools(cpu_slots=14, gpu_slots=2))).count("gpu") > 8  # seeds alone
+    policy.observe([placed.index("gpu")], 0.06, now=0.06)  # measured as the model predicted
+    assert policy.assign(chunk(32, 200_000, start=200_000 * 32), now=0.06) == "gpu"
+    with pytest.raises(ValueError):
+        Placement(pools(), unmeasured_depth=0)

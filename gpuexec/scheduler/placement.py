@@ -297,11 +297,16 @@ class Placement:
     running on the CPU backend); ``explore``: once actual times are being observed, send
     the next eligible chunk to a pool that has none measured and none queued (an
     unmeasured pool is predicted with the scale measured on the others, which hides a
-    pool that alone is slow or fast); ``clock``: seconds since the run started (default:
-    a monotonic clock started now), used when ``now`` is not passed."""
+    pool that alone is slow or fast); ``unmeasured_depth``: a pool with no observation
+    of its own holds at most this many queued chunks per slot while another pool has
+    room (None: no limit): the seeds come from kernel timings, not the user's processor,
+    and can be off by 100x for one pool more than another (seen on the H200: merged GPU
+    tasks worth 26 chunks queued before the GPU's first result set the makespan);
+    ``clock``: seconds since the run started (default: a monotonic clock started now),
+    used when ``now`` is not passed."""
 
     def __init__(self, pools: Iterable[Pool], *, crossover: float | None = None,
-                 probe: int = 0, explore: bool = True,
+                 probe: int = 0, explore: bool = True, unmeasured_depth: int | None = None,
                  clock: Callable[[], float] | None = None):
         self.pools = {p.name: p for p in pools}
         if not self.pools:
@@ -309,6 +314,9 @@ class Placement:
         self.fixed_crossover = crossover
         self.probe = int(probe)
         self.explore = bool(explore)
+        if unmeasured_depth is not None and unmeasured_depth < 1:
+            raise ValueError(f"unmeasured_depth must be >= 1 or None, got {unmeasured_depth}")
+        self.unmeasured_depth = unmeasured_depth
         if clock is None:
             start = time.monotonic()
             clock = lambda: time.monotonic() - start  # noqa: E731
@@ -369,6 +377,10 @@ class Placement:
         return min(crossover_events(g, self._params(c)) for c in cpus)
 
     # ------------------------------------------------------------------ decisions
+    def _queued(self, pool: str) -> int:
+        """Chunks assigned to ``pool`` and not yet observed."""
+        return sum(len(s.outstanding) for s in self._slots[pool])
+
     def _now(self, now: float | None) -> float:
         return self.clock() if now is None else float(now)
 
@@ -431,6 +443,16 @@ class Placement:
                 if (self.pools[name].model.observations == 0
                         and not any(s.outstanding for s in self._slots[name])):
                     return name, "probe: not measured yet"
+        if self.unmeasured_depth is not None and len(candidates) > 1:
+            room = [n for n in candidates if self.pools[n].model.observations > 0
+                    or self._queued(n) < self.unmeasured_depth * len(self._slots[n])]
+            if not room:  # nothing measured and every pool full: fill by slots
+                best = min(candidates, key=lambda n: self._queued(n) / len(self._slots[n]))
+                return best, (why or "above crossover") + ", no pool measured yet: fewest queued per slot"
+            if len(room) < len(candidates):
+                candidates = room
+                if len(room) == 1:
+                    return room[0], (why or "above crossover") + ", the other pools unmeasured and full"
         plan = {n: self._finish(n, events, now) for n in candidates}  # (finish, start, s, slot)
         if backlog_events > 0 and len(candidates) > 1:
             # more chunks will follow: a slot idle now takes this one if it finishes it

@@ -105,9 +105,12 @@ def test_device_out_of_memory_is_retried_on_cpu_with_exact_totals(executor, samp
 
 
 def _gpu_count() -> int:
-    import cupy
+    try:  # evaluated at collection, also where conftest.py skips every GPU test
+        import cupy
 
-    return cupy.cuda.runtime.getDeviceCount()
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
 
 
 @pytest.mark.skipif("_gpu_count() < 2", reason="needs 2 GPUs (device kind nvidia-h200-x2)")
@@ -115,8 +118,6 @@ def test_one_pinned_worker_per_gpu_on_a_multi_gpu_host(sample):
     """The embedded default on a host with several GPUs: one GPU worker per device,
     each pinned to its own (CUDA_VISIBLE_DEVICES), every one running chunks; results
     equal the IterativeExecutor's with exact totals."""
-    from distributed import get_worker
-
     n_gpus = _gpu_count()
     # one chunk slot per GPU worker: the probe chunks spread over the GPUs
     ex = GPUExecutor(cpu_workers=2, gpu_threads=1, dashboard_address="127.0.0.1:0",
@@ -126,10 +127,10 @@ def test_one_pinned_worker_per_gpu_on_a_multi_gpu_host(sample):
         assert sum(p.workers for p in gpu_pools) == n_gpus
         client = shared_client(ex.cluster_spec())
 
-        def where():
+        def where(dask_worker):  # client.run passes the worker it runs on
             import cupy
 
-            return (get_worker().name, os.environ.get("CUDA_VISIBLE_DEVICES"),
+            return (dask_worker.name, os.environ.get("CUDA_VISIBLE_DEVICES"),
                     cupy.cuda.runtime.getDeviceCount(),
                     cupy.cuda.runtime.getDeviceProperties(0)["uuid"])
 

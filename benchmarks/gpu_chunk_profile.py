@@ -1,0 +1,131 @@
+"""Where a GPU worker's time goes on one chunk: an ADL query's processor on columns staged
+the way GPUExecutor stages them (``stage_events``: read once, copied to the device once),
+without Dask. For each query: seconds of reading, host-to-device transfer and compute of
+a warm chunk, the kernel engine's calls/launches/hand-offs, the awkward kernels the
+processor reached on the device (by name, with counts), and a cProfile of the compute.
+
+    python benchmarks/gpu_chunk_profile.py --events 200000 --queries 6,8           # GPU
+    python benchmarks/gpu_chunk_profile.py --events 20000 --queries 6 --backend cpu
+
+Prints a table and writes ``gpu_chunk_profile.json`` (and the profiles as text) under
+``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _recording_kernels(backend_name: str, seen: Counter):
+    """Count awkward's kernel lookups on ``backend_name`` ("cuda" or "cpu")."""
+    if backend_name == "cuda":
+        from awkward._backends.cupy import CupyBackend as Backend
+    else:
+        from awkward._backends.numpy import NumpyBackend as Backend
+    original = Backend.__getitem__
+
+    def recording(self, index):
+        seen[index[0]] += 1
+        return original(self, index)
+
+    Backend.__getitem__ = recording
+    return lambda: setattr(Backend, "__getitem__", original)
+
+
+def profile_query(number: int, path: str, backend: str, top: int) -> dict:
+    from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
+
+    import gpuexec.kernels as gk
+    from examples.adl import make
+    from gpuexec.executor import _Timings, stage_events
+
+    def events():
+        return NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
+                                           mode="virtual").events()
+
+    proc = make(number)
+    with gk.using(backend):
+        proc.process(stage_events(events(), backend))  # warm: modules, caches, imports
+        timings = _Timings()
+        staged = stage_events(events(), backend, timings)
+        seen: Counter = Counter()
+        restore = _recording_kernels(backend, seen)
+        prof = cProfile.Profile()
+        gk.reset_stats()
+        start = time.perf_counter()
+        try:
+            prof.enable()
+            out = proc.process(staged)
+            prof.disable()
+        finally:
+            restore()
+        total = time.perf_counter() - start
+        stats = gk.stats()
+    text = {}
+    for order in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(order).print_stats(top)
+        text[order] = buf.getvalue()
+    return {"query": number, "events": out["n_events"], "seconds": total,
+            "read": timings.read, "transfer": timings.transfer,
+            "compute": total - timings.read - timings.transfer,
+            "gk_calls": stats["n_calls"], "gk_launches": stats["n_launches"],
+            "gk_handoffs": stats["handoff_reasons"], "awkward_kernels": dict(seen.most_common()),
+            "profile": text}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--queries", default="6,8")
+    ap.add_argument("--backend", default="cuda", help='"cuda" (awkward\'s device backend) or "cpu"')
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "out")))
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore", category=RuntimeWarning)  # NanoAOD cross-references
+
+    from examples.make_sample import write_sample
+
+    tmp = tempfile.TemporaryDirectory(prefix="gpuexec-chunk-")
+    path = write_sample(os.path.join(tmp.name, "adl.root"), args.events, compression="zlib:1")
+    rows = [profile_query(int(q), path, args.backend, args.top) for q in args.queries.split(",")]
+    result = {"machine": {"host": platform.node(), "python": platform.python_version()},
+              "backend": args.backend, "events": args.events, "queries": rows}
+    if args.backend == "cuda":
+        import cupy
+
+        result["machine"]["gpu"] = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+
+    print(f"{'query':<7}{'events':>9}{'total s':>9}{'read s':>8}{'h2d s':>8}{'compute s':>10}"
+          f"{'gk calls':>9}{'launches':>9}{'ak kernels':>11}")
+    for r in rows:
+        print(f"Q{r['query']:<6}{r['events']:>9}{r['seconds']:>9.3f}{r['read']:>8.3f}"
+              f"{r['transfer']:>8.3f}{r['compute']:>10.3f}{r['gk_calls']:>9}{r['gk_launches']:>9}"
+              f"{sum(r['awkward_kernels'].values()):>11}")
+    for r in rows:
+        print(f"\nQ{r['query']}: awkward kernels {r['awkward_kernels']}; hand-offs {r['gk_handoffs']}")
+        print("\n".join(r["profile"]["tottime"].splitlines()[:30 + 8]))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_chunk_profile.json").write_text(json.dumps(result, indent=1))
+    print("wrote", out / "gpu_chunk_profile.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
