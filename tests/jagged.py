@@ -155,3 +155,24 @@ def build(layout, offsets, content, draw=None):
     else:
         raise ValueError(layout)
     return ak.Array(node)
+
+
+# -- bulk random values (the GPU tests' larger arrays) ---------------------------------------
+def random_values(rng, dtype, m, *, ties=0.2, special=0.03):
+    """``m`` values of ``dtype`` for kernel tests: integers half over the whole range and
+    half in -3..3 (ties), bools half true, floats over seven decades with a ``ties``
+    fraction of small integers and a ``special`` fraction of NaN, +-inf, 0.0 and -0.0."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.random(m) < 0.5
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        wide = rng.integers(info.min, info.max, size=m, endpoint=True, dtype=dt)
+        small = rng.integers(max(info.min, -3), min(info.max, 3), size=m, endpoint=True).astype(dt)
+        return np.where(rng.random(m) < 0.5, wide, small).astype(dt)
+    x = (rng.standard_normal(m) * 10.0 ** rng.integers(-3, 4, size=m)).astype(dt)
+    x = np.where(rng.random(m) < ties, rng.integers(-2, 3, size=m).astype(dt), x)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=dt)
+    pick = rng.random(m) < special
+    x[pick] = specials[rng.integers(0, len(specials), size=int(pick.sum()))]
+    return x

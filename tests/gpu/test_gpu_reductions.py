@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpuexec.kernels as gk
-from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged
+from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random_values
 
 pytestmark = pytest.mark.gpu
 
@@ -26,21 +26,7 @@ FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzer
 
 # -- data ------------------------------------------------------------------------------------
 def _values(rng, dtype, m):
-    dt = np.dtype(dtype)
-    if dt.kind == "b":
-        return rng.random(m) < 0.5
-    if dt.kind in "iu":
-        info = np.iinfo(dt)
-        wide = rng.integers(info.min, info.max, size=m, endpoint=True, dtype=dt)
-        small = rng.integers(max(info.min, -3), min(info.max, 3), size=m, endpoint=True).astype(dt)
-        return np.where(rng.random(m) < 0.5, wide, small).astype(dt)
-    x = (rng.standard_normal(m) * 10.0 ** rng.integers(-3, 4, size=m)).astype(dt)
-    ties = rng.integers(-2, 3, size=m).astype(dt)
-    x = np.where(rng.random(m) < 0.2, ties, x)
-    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=dt)
-    pick = rng.random(m) < 0.03
-    x[pick] = special[rng.integers(0, len(special), size=int(pick.sum()))]
-    return x
+    return random_values(rng, dtype, m, ties=0.2, special=0.03)
 
 
 def _counts(rng, kind):
