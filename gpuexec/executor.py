@@ -81,6 +81,16 @@ def _root_cause(err: BaseException) -> BaseException:
     return err
 
 
+def _reason(err: BaseException) -> str:
+    """One line for a fallback: the root cause, then the wrapper that names file and
+    entry range."""
+    root = _root_cause(err)
+    reason = f"{type(root).__name__}: {root}".splitlines()[0][:200]
+    if root is not err:
+        reason += f" ({type(err).__name__}: {err})".splitlines()[0][:200]
+    return reason
+
+
 class ChunkError(RuntimeError):
     """A chunk failed; the message names its file and entry range. The exception chain
     that caused it (``__cause__`` and further) survives the trip from the worker."""
@@ -110,8 +120,7 @@ def _origin(err: BaseException) -> str:
     the way (tracebacks do not survive pickling; the message does)."""
     import traceback
 
-    inner = _chain(err)[-1]
-    frames = traceback.extract_tb(inner.__traceback__)
+    frames = traceback.extract_tb(_root_cause(err).__traceback__)
     if not frames:
         return ""
 
@@ -363,9 +372,6 @@ class _Task:
     def _work(self, pool: str, timings: _Timings):
         """The work function for ``pool``: Runner's, with the processor's events staged
         on the pool's device and their reading timed."""
-        proc = _runner_processor(self.function)
-        if proc is None:
-            return self.function
         import gpuexec.kernels as gk
 
         ak_backend = "cpu"
@@ -373,7 +379,11 @@ class _Task:
             ak_backend = getattr(gk.get_backend(self.backends[pool]), "ak_backend", "cpu")
         if ak_backend == "cpu":
             # host columns: the processor runs on coffea's events unchanged (staging on the
-            # host only adds a rebuild of the events; its reads are then not timed apart)
+            # host only adds a rebuild of the events; its reads are then not timed apart),
+            # and coffea unpickles it itself
+            return self.function
+        proc = _runner_processor(self.function)
+        if proc is None:
             return self.function
         staged = _StagedProcessor(proc, ak_backend, timings)
         return functools.partial(self.function.func, *self.function.args,
@@ -513,7 +523,6 @@ class _Submitted:
     pool: str
     future: Any
     timing: Any
-    task: int | None = None  # merged task number in the placement records
 
 
 @dataclass
@@ -660,19 +669,25 @@ class GPUExecutor(ExecutorBase):
                                  gpu_slots=self.gpu_slots, gpu_backend=backend)
 
     def _pools(self, client=None) -> dict:
-        from gpuexec.scheduler.cluster import GPU, WorkerPool
+        from gpuexec.scheduler.cluster import CPU, GPU, WorkerPool
 
         if self.client is None:
             return {p.name: p for p in self.cluster_spec().pools if p.workers}
         pools = {"cpu": WorkerPool.cpu(0, self.threads_per_worker)}
-        if client is not None:  # a user's cluster: a GPU pool of its workers declaring GPU
-            gpus = [w for w in _workers(client).values() if w.get("resources", {}).get(GPU)]
-            if gpus:
-                slots = int(min(w["resources"][GPU] for w in gpus))
-                pools = {"gpu": WorkerPool("gpu", len(gpus), max(1, slots),
-                                           resources={GPU: slots}, task_resources={GPU: 1},
-                                           backend=self.gpu_backend or "cuda"), **pools}
-        return pools
+        if client is None:  # only the pools' task resources are asked for
+            return pools
+        # a user's cluster: pools of the workers declaring CPU and GPU, sized by them (the
+        # window and the placement count their slots)
+        workers = _workers(client).values()
+        for name, resource in (("cpu", CPU), ("gpu", GPU)):
+            declaring = [w for w in workers if w.get("resources", {}).get(resource)]
+            if not declaring:
+                continue
+            slots = max(1, int(min(w["resources"][resource] for w in declaring)))
+            backend = (self.gpu_backend or "cuda") if name == "gpu" else "cpu"
+            pools[name] = WorkerPool(name, len(declaring), slots, resources={resource: slots},
+                                     task_resources={resource: 1}, backend=backend)
+        return dict(sorted(pools.items(), key=lambda item: item[0] != "gpu"))
 
     def _connect(self):
         from gpuexec.scheduler import cluster, plugins
@@ -773,6 +788,9 @@ class GPUExecutor(ExecutorBase):
                     progress.__exit__(None, None, None)
         except BaseException as err:
             loop.cancel()
+            if ledger:  # the scheduler's record of this run's re-runs is not needed now
+                with contextlib.suppress(Exception):
+                    self._reruns(client, run)
             explained = self._explain(err, items)
             if explained is err:
                 raise
@@ -960,8 +978,7 @@ class _Loop:
                                       key=[f"timing-{k}" for k in keys_],
                                       priority=self.ex.priority + 1)
         for group, future, timing in zip(groups, futures, timings):
-            self.in_flight[timing.key] = _Submitted(group, pool, future, timing,
-                                                    self.task_of.get(group[0]))
+            self.in_flight[timing.key] = _Submitted(group, pool, future, timing)
             self.chunks_in_flight += len(group)
         if self.progress is not None:
             self.progress.placed(pool, sum(map(len, groups)))
@@ -990,14 +1007,20 @@ class _Loop:
         self.levels[level].append(future)
         if len(self.levels[level]) >= self.ex.treereduction:
             group, self.levels[level] = self.levels[level], []
-            merged = self.client.submit(
-                _merge, group, compression=self.ex.compression,
-                key=keys.merge_key(self.run_token, level, self.merges_submitted),
-                resources=self.merge_resources, pure=False, priority=self.ex.priority)
-            self.merges_submitted += 1
-            if self.progress is not None:
-                self.progress.merges(submitted=1)
-            self._push(level + 1, merged)
+            self._push(level + 1, self._submit_merges([group], level)[0])
+
+    def _submit_merges(self, groups: list, level: int) -> list:
+        """One ``_merge`` task per group of outputs, on the merge pool, counted in the
+        progress bar."""
+        futures = self.client.map(
+            _merge, groups, compression=self.ex.compression,
+            key=[keys.merge_key(self.run_token, level, self.merges_submitted + j)
+                 for j in range(len(groups))],
+            resources=self.merge_resources, pure=False, priority=self.ex.priority)
+        self.merges_submitted += len(groups)
+        if self.progress is not None:
+            self.progress.merges(submitted=len(groups))
+        return futures
 
     @property
     def outputs(self) -> list:
@@ -1013,14 +1036,7 @@ class _Loop:
         while len(work) > 1:
             groups = [work[i:i + self.ex.treereduction]
                       for i in range(0, len(work), self.ex.treereduction)]
-            work = self.client.map(
-                _merge, groups, compression=self.ex.compression,
-                key=[keys.merge_key(self.run_token, level, self.merges_submitted + j)
-                     for j in range(len(groups))],
-                resources=self.merge_resources, pure=False, priority=self.ex.priority)
-            self.merges_submitted += len(groups)
-            if self.progress is not None:
-                self.progress.merges(submitted=len(groups))
+            work = self._submit_merges(groups, level)
             level += 1
         return work[0]
 
@@ -1039,11 +1055,7 @@ class _Loop:
 
     def _failed(self, sub: _Submitted, err: BaseException) -> None:
         if sub.pool in self.gpu and self.cpu:
-            root = _root_cause(err)
-            reason = f"{type(root).__name__}: {root}".splitlines()[0][:200]
-            if root is not err:  # the wrapper names file and entry range
-                reason += f" ({type(err).__name__}: {err})".splitlines()[0][:200]
-            self._fall_back(sub, reason)
+            self._fall_back(sub, _reason(err))
             return
         raise err
 
@@ -1057,9 +1069,7 @@ class _Loop:
         for name in self.gpu:
             if name in self.dead:
                 continue
-            need = self.pools[name].task_resources_dict()
-            if any(all(w.get("resources", {}).get(r, 0) >= n for r, n in need.items())
-                   for w in live.values()):
+            if _any_worker_holds(live, self.pools[name].task_resources_dict()):
                 self.missing_since.pop(name, None)
                 continue
             since = self.missing_since.setdefault(name, now)
@@ -1098,8 +1108,10 @@ class _Loop:
             for timing in done:
                 if timing.key in self.moving:
                     copy, sub = self.moving.pop(timing.key)
-                    if copy.status == "error":
-                        raise copy.exception()
+                    if copy.status == "error":  # the GPU worker's output was lost: re-run
+                        self._fall_back(sub, "its output could not be moved off the GPU "
+                                             f"worker ({_reason(copy.exception())})")
+                        continue
                     self._collect(copy, sub.indices)
                     continue
                 sub = self.in_flight.pop(timing.key, None)
@@ -1119,11 +1131,7 @@ class _Loop:
                 if sub.pool in self.gpu and self.cpu:
                     # its output moves to a CPU worker at once: a GPU worker that dies later
                     # takes no result with it (Dask could only recompute it on a GPU)
-                    copy = self.client.submit(
-                        _merge, [sub.future], compression=self.ex.compression,
-                        key=keys.merge_key(self.run_token, 0, self.merges_submitted),
-                        resources=self.merge_resources, pure=False, priority=self.ex.priority)
-                    self.merges_submitted += 1
+                    copy = self._submit_merges([[sub.future]], 0)[0]
                     self.moving[copy.key] = (copy, sub)
                 else:
                     self._collect(sub.future, sub.indices)
@@ -1152,14 +1160,19 @@ def _workers(client) -> dict:
     return info.get("workers", {})
 
 
+def _any_worker_holds(workers: dict, need: dict) -> bool:
+    """Whether one of ``workers`` (scheduler worker info) declares the resources ``need``."""
+    return any(all(w.get("resources", {}).get(r, 0) >= n for r, n in need.items())
+               for w in workers.values())
+
+
 def _check_resources(client, pools: dict) -> None:
     """Tasks request their pool's resources: a cluster without a worker declaring them
     would queue them forever, so say so up front."""
     workers = _workers(client)
     for name, pool in pools.items():
         need = pool.task_resources_dict()
-        if not any(all(w.get("resources", {}).get(r, 0) >= n for r, n in need.items())
-                   for w in workers.values()):
+        if not _any_worker_holds(workers, need):
             example = ", ".join(f"{r}={n:g}" for r, n in need.items())
             raise RuntimeError(
                 f"no worker of the Dask cluster at {client.scheduler.address} declares the "

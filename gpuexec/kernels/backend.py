@@ -63,6 +63,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+#: the dtypes the kernels of every backend cover (names as numpy spells them)
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+FLOAT_DTYPES = ("float32", "float64")
+NUMBER_DTYPES = INT_DTYPES + FLOAT_DTYPES
+ALL_DTYPES = NUMBER_DTYPES + ("bool",)
+
 
 class KernelNotFound(LookupError):
     """No kernel of that name for those dtypes on this backend."""

@@ -88,10 +88,6 @@ def using(backend):
         _default.reset(token)
 
 
-def current_default() -> Backend | None:
-    return _default.get()
-
-
 def awkward_backend_of(array) -> str:
     """The awkward backend name of an array, record or layout. ``ak.backend`` would do,
     but on a failure path awkward formats its arguments, and its dispatch wrapper costs
@@ -112,8 +108,6 @@ def resolve(arrays, backend=None) -> Backend:
     default = _default.get()
     if default is not None:
         return default
-    import awkward as ak
-
     names = {awkward_backend_of(a) for a in arrays if a is not None}
     names.discard("typetracer")
     if len(names) > 1:

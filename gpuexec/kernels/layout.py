@@ -49,11 +49,6 @@ def posaxis(layout: Content, axis: int) -> int:
     return axis + maxdepth
 
 
-def is_innermost(layout: Content, axis: int) -> bool:
-    depth = layout.purelist_depth
-    return depth >= 2 and posaxis(layout, axis) == depth - 1
-
-
 def map_innermost_lists(node: Content, fn, backend):
     """Replace every innermost list node ``L`` (a list whose content has depth 1) by
     ``fn(L)``, which must return a node of the same length. Everything above is kept; an
@@ -88,6 +83,14 @@ def _rewrap(node: Content, inner: Content, backend) -> Content:
         index = nplike.where(outer >= 0, inner_index[nplike.maximum(outer, 0)], -1)
     return C.IndexedOptionArray(ak.index.Index64(index.astype(np.int64, copy=False)),
                                 inner.content, parameters=node.parameters)
+
+
+_STRING_PARAMETERS = frozenset(["string", "bytestring", "char", "byte"])
+
+
+def is_stringlike(node: Content) -> bool:
+    """Strings/bytestrings (the lists) and their characters: awkward's own business."""
+    return node.parameter("__array__") in _STRING_PARAMETERS
 
 
 def buffer(backend, data):
@@ -199,14 +202,15 @@ def option_content(node: Content, backend):
 
 
 def skip_missing(offsets, content: Content, backend):
-    """(offsets', values) of lists ``offsets`` over a depth-1, possibly option-typed
-    ``content`` with the Nones dropped (what awkward's reductions see). ``offsets'``
-    start at 0; without option content this is ``(offsets, leaf_values(content))``."""
+    """(offsets', values, positions) of lists ``offsets`` over a depth-1, possibly
+    option-typed ``content`` with the Nones dropped (what awkward's reductions see):
+    ``offsets'`` start at 0 and ``positions`` are the content positions of the kept
+    values; without option content this is ``(offsets, leaf_values(content), None)``."""
     values, valid = option_content(content, backend)
     if valid is None:
-        return offsets, values
+        return offsets, values, None
     new_offsets, positions = backend.kernel("filter")(offsets[:-1], offsets[1:], offsets, valid)
-    return new_offsets, _carry_buffer(backend, values, positions)
+    return new_offsets, _carry_buffer(backend, values, positions), positions
 
 
 # -- one list level below indexed/option nodes --------------------------------------------
@@ -282,8 +286,10 @@ def _carried_lists(inner: Lists, index, valid, backend) -> Lists:
 
 def runs(starts, stops, offsets, content: Content, backend):
     """(offsets int64[n+1] from 0, content') with the lists [starts, stops) of
-    ``content`` laid one after another at the front of ``content'``; ``offsets`` (the
-    lists' own offsets, when they are already one run) avoids any gather."""
+    ``content`` laid one after another in ``content'``, which holds exactly
+    ``offsets[-1]`` entries (callers need not cut it: on a GPU reading that length is a
+    host sync); ``offsets`` (the lists' own offsets, when they are already one run)
+    avoids any gather."""
     nplike = backend.nplike
     n = starts.shape[0]
     if n == 0:
@@ -410,7 +416,7 @@ def packed(node: Content, backend, index=None) -> Content:
             return C.RegularArray(packed(node.content[: n * node.size], backend), node.size,
                                   zeros_length=n, parameters=params)
         new_offsets, content = runs(starts, stops, offsets, node.content, backend)
-        content = packed(content[: int(new_offsets[-1])], backend)
+        content = packed(content, backend)
         return C.ListOffsetArray(ak.index.Index64(new_offsets), content, parameters=params)
     if isinstance(node, C.IndexedArray):
         inner = index64(backend, node.index)

@@ -129,22 +129,26 @@ def starts_stops(starts, stops, content_length, name="starts/stops") -> None:
     if n == 0:
         return
     backwards = starts > stops
+    # one combined flag vector, read back once (on a GPU each read is a host sync)
+    checks = [backwards.any(), starts.min() < 0]
+    if _known(content_length):
+        checks.append(stops.max() > content_length)
+    if not bool(_namespace(starts).stack(checks).any()):
+        return
     if bool(backwards.any()):
         i = _first(backwards)
         raise InvalidLayout(f"{name}: starts[{i}]={_val(starts, i)} > stops[{i}]="
                             f"{_val(stops, i)} at position {i}")
-    too_low = int(starts.min()) < 0
-    too_high = _known(content_length) and int(stops.max()) > content_length
-    if too_low or too_high:
-        nonempty = starts != stops
-        bad = nonempty & (starts < 0)
-        if _known(content_length):
-            bad |= nonempty & (stops > content_length)
-        if bool(bad.any()):
-            i = _first(bad)
-            raise InvalidLayout(
-                f"{name} out of range at position {i}: list [{_val(starts, i)}, "
-                f"{_val(stops, i)}) is outside the content of length {content_length}")
+    # a start below 0 or a stop past the content: only non-empty lists count
+    nonempty = starts != stops
+    bad = nonempty & (starts < 0)
+    if _known(content_length):
+        bad |= nonempty & (stops > content_length)
+    if bool(bad.any()):
+        i = _first(bad)
+        raise InvalidLayout(
+            f"{name} out of range at position {i}: list [{_val(starts, i)}, "
+            f"{_val(stops, i)}) is outside the content of length {content_length}")
 
 
 def indexed(index, content_length, name="IndexedArray index", option=False) -> None:
@@ -177,12 +181,13 @@ def mask_dtype(mask, name="mask") -> None:
         raise InvalidDtype(f"{name} must be a boolean array, got dtype {mask.dtype}")
 
 
-def index_range(index, length, name="index") -> None:
+def index_range(index, length, name="index") -> int:
     """A 1-D index into ``length`` entries: -length <= k < length (negative counts from
-    the end, as in awkward and numpy)."""
+    the end, as in awkward and numpy). Returns the smallest index (0 when empty), so
+    that the caller knows without another pass whether negative ones need wrapping."""
     index_dtype(index, name)
     if index.shape[0] == 0:
-        return
+        return 0
     if index.dtype.kind == "u":
         hi = int(index.max())
         lo = 0
@@ -195,6 +200,7 @@ def index_range(index, length, name="index") -> None:
         i = _first(bad)
         raise IndexOutOfRange(f"{name} out of range at position {i} ({name}[{i}]="
                               f"{_val(index, i)} for an array of length {length})")
+    return lo
 
 
 def same_length(length, other_length, name="mask", what="array") -> None:

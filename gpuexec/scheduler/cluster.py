@@ -111,12 +111,6 @@ class WorkerPool:
         return f"{self.workers} {self.name.upper()} worker(s) x {self.threads} {threads}"
 
 
-def available_cores() -> int:
-    from gpuexec.kernels.cpu.threads import available_cores as cores
-
-    return cores()
-
-
 @dataclass(frozen=True)
 class ClusterSpec:
     """Everything that defines an embedded cluster; equal specs share one cluster."""
@@ -146,7 +140,7 @@ class ClusterSpec:
         if cpu_workers is None:
             from gpuexec.scheduler.devices import split_cores
 
-            split = split_cores(len(gpu_envs), available_cores(), helper_threads=gpu_threads,
+            split = split_cores(len(gpu_envs), None, helper_threads=gpu_threads,
                                 cpu_threads=max(1, threads_per_worker))
             cpu_workers = split.cpu_workers if gpu_envs else max(1, split.cpu_workers)
         pools = []
@@ -156,12 +150,6 @@ class ClusterSpec:
         pools.append(WorkerPool.cpu(cpu_workers, threads_per_worker, memory_limit))
         return cls(pools=tuple(pools), dashboard_address=dashboard_address,
                    allowed_failures=allowed_failures)
-
-    def pool(self, name: str) -> WorkerPool:
-        for p in self.pools:
-            if p.name == name:
-                return p
-        raise KeyError(f"no pool {name!r} in this cluster (pools: {[p.name for p in self.pools]})")
 
     def describe(self) -> str:
         return ", ".join(p.describe() for p in self.pools if p.workers)

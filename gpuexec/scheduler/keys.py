@@ -57,7 +57,7 @@ def parse(key) -> dict | None:
                     "label": parts[4]}
     elif kind == MERGE:
         parts = key.split("-")
-        if len(parts) == 4:
+        if len(parts) == 4 and parts[3].isdigit():
             return {"kind": kind, "pool": None, "run": parts[1], "index": int(parts[3]),
                     "label": f"merge level {parts[2]} #{parts[3]}"}
     return None

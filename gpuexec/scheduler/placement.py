@@ -80,8 +80,10 @@ class Chunk:
                    int(item.entrystop), getattr(item, "treename", None),
                    getattr(item, "dataset", None))
 
-    def label(self) -> str:
-        return f"{self.file}[{self.start}:{self.stop}]"
+
+def _ew(mean: float | None, value: float, alpha: float) -> float:
+    """Exponentially weighted mean: ``value`` weighs ``alpha``; the first value starts it."""
+    return value if mean is None else (1 - alpha) * mean + alpha * value
 
 
 # ------------------------------------------------------------------------- cost model
@@ -124,20 +126,21 @@ class CostModel:
         base = max(self.seed_seconds(events), _TINY)
         return c0 / base, c0 * (events / self.ref) / base
 
-    def observe(self, events: float, seconds: float) -> None:
+    def observe(self, events: float, seconds: float) -> float | None:
+        """Learn from one task of ``events`` that took ``seconds``; returns its log ratio
+        to the seed's prediction (None: nothing learned)."""
         if not (seconds > 0 and math.isfinite(seconds)):
-            return  # a failed or unmeasured task says nothing about speed
+            return None  # a failed or unmeasured task says nothing about speed
         events = max(0.0, float(events))
         ratio = math.log(seconds / max(self.seed_seconds(events), _TINY))
-        alpha = 1.0 - self.decay
-        self._log_scale = ratio if self._log_scale is None else (
-            (1 - alpha) * self._log_scale + alpha * ratio)
+        self._log_scale = _ew(self._log_scale, ratio, 1.0 - self.decay)
         f0, f1 = self._features(events)
         target = seconds / max(self.seed_seconds(events), _TINY)
         d = self.decay
         self._m = [d * self._m[0] + f0 * f0, d * self._m[1] + f0 * f1, d * self._m[2] + f1 * f1]
         self._v = [d * self._v[0] + f0 * target, d * self._v[1] + f1 * target]
         self.observations += 1
+        return ratio
 
     @property
     def own_scale(self) -> float | None:
@@ -544,12 +547,9 @@ class Placement:
             slot.outstanding.pop(r.chunk, None)
             slot.anchor = max(slot.anchor, now)
         model = self.pools[pool].model
-        model.observe(events, seconds)
-        if seconds > 0 and math.isfinite(seconds):
-            ratio = math.log(seconds / max(model.seed_seconds(events), _TINY))
-            alpha = 1.0 - model.decay
-            self._log_scale = ratio if self._log_scale is None else (
-                (1 - alpha) * self._log_scale + alpha * ratio)
+        ratio = model.observe(events, seconds)
+        if ratio is not None:
+            self._log_scale = _ew(self._log_scale, ratio, 1.0 - model.decay)
 
     # ------------------------------------------------------------------ records
     def decisions(self) -> list[dict]:

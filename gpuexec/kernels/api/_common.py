@@ -7,6 +7,7 @@ import functools
 import inspect
 
 import awkward as ak
+import numpy as np
 
 from gpuexec.kernels import dispatch, stats
 
@@ -92,3 +93,42 @@ def wrap(layout, like=None, *, highlevel=True, behavior=None, attrs=None):
     if attrs is None and isinstance(like, (ak.Array, ak.Record)):
         attrs = like.attrs
     return ak.Array(layout, behavior=behavior, attrs=attrs)
+
+
+def is_integer(value) -> bool:
+    """An int or numpy integer, not a bool (an ``axis``, an ``n``)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def signature(value):
+    """A hashable stand-in for an argument of ``awkward_leaf_dtype``: an array's form, or
+    a number's type and dtype."""
+    if isinstance(value, ak.contents.Content):
+        return ("form", value.form.to_json())
+    if isinstance(value, ak.Array):
+        return ("form", value.layout.form.to_json())
+    dtype = getattr(value, "dtype", None)
+    return ("number", type(value), None if dtype is None else np.dtype(dtype).str)
+
+
+@functools.lru_cache(maxsize=512)
+def awkward_leaf_dtype(awkward_fn, signatures: tuple, options: tuple = ()) -> np.dtype:
+    """The dtype of the numbers ``awkward_fn(*arguments, **dict(options))`` returns for
+    arguments of these ``signature``s, asked of awkward's type tracer (so the promotion
+    rule is awkward's, not a copy of it); NotNative where its result below the lists is
+    not plain numbers (a union, an option, ...)."""
+    args = []
+    for kind, *rest in signatures:
+        if kind == "form":
+            form = ak.forms.from_json(rest[0])
+            args.append(ak.Array(form.length_zero_array().to_typetracer(forget_length=True)))
+        else:
+            value_type, dtype = rest
+            args.append(value_type(0) if dtype is None else np.zeros((), dtype)[()])
+    out = awkward_fn(*args, **dict(options), highlevel=False)
+    while isinstance(out, (ak.contents.ListOffsetArray, ak.contents.ListArray,
+                           ak.contents.RegularArray)):
+        out = out.content
+    if not (isinstance(out, ak.contents.NumpyArray) and len(out.inner_shape) == 0):
+        raise NotNative(f"awkward's result holds {type(out).__name__}, not numbers")
+    return out.dtype

@@ -5,14 +5,13 @@ cuda.compute."""
 
 from __future__ import annotations
 
-import functools
 import numbers
 
 import awkward as ak
 import numpy as np
 
 from gpuexec.kernels import layout as L
-from gpuexec.kernels.api._common import NotNative, public, wrap
+from gpuexec.kernels.api._common import NotNative, awkward_leaf_dtype, public, signature, wrap
 
 C = ak.contents
 _LISTS = (C.ListOffsetArray, C.ListArray, C.RegularArray)
@@ -35,20 +34,18 @@ def where(condition, x, y, *, mergebool=True, highlevel=True, behavior=None, att
         if not isinstance(v, C.Content) and (
                 isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Number, np.number))):
             raise NotNative(f"{type(v).__name__} operand (arrays and numbers run natively)")
-    layouts = [cond] + [v for v in operands if isinstance(v, C.Content)]
-    dtype = _result_dtype(tuple(_signature(v) for v in [cond] + operands), mergebool)
+    dtype = awkward_leaf_dtype(ak.where, tuple(signature(v) for v in [cond] + operands),
+                               (("mergebool", mergebool),))
 
     # every array argument must have the condition's lists: same offsets, numbers below
-    levels = _structure(cond, backend)
-    for other in layouts[1:]:
-        if not _same(levels, _structure(other, backend), backend):
-            raise NotNative("arguments of different list structure")
+    levels, condition_values = _structure(cond, backend)
     nplike = backend.nplike
-    condition_values = _flat(cond, backend)
     choices = []
     for v in operands:
         if isinstance(v, C.Content):
-            values = _flat(v, backend)
+            other_levels, values = _structure(v, backend)
+            if not _same(levels, other_levels, backend):
+                raise NotNative("arguments of different list structure")
             if values.shape != condition_values.shape:
                 raise NotNative("arguments of different lengths")
             choices.append(values.astype(dtype, copy=False))
@@ -65,13 +62,13 @@ def where(condition, x, y, *, mergebool=True, highlevel=True, behavior=None, att
 
 
 def _structure(layout, backend):
-    """Each list level of a layout that is contiguous lists over plain numbers, from the
-    top: ``("regular", size, length)`` or ``("var", offsets rebased to 0)``;
-    NotNative otherwise."""
+    """(each list level from the top: ``("regular", size, length)`` or ``("var",
+    offsets rebased to 0)``, the numbers below) of a layout that is contiguous lists over
+    plain numbers; NotNative otherwise."""
     levels = []
     node = layout
     while isinstance(node, _LISTS):
-        if node.parameter("__array__") in ("string", "bytestring"):
+        if L.is_stringlike(node):
             raise NotNative("strings")
         if isinstance(node, C.RegularArray):
             levels.append(("regular", node.size, node.length))
@@ -85,19 +82,7 @@ def _structure(layout, backend):
         node = node.content[start:stop]
     if not (isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0):
         raise NotNative(f"{type(node).__name__} where numbers are expected")
-    return levels
-
-
-def _flat(layout, backend):
-    """The numbers below a layout that ``_structure`` accepted."""
-    node = layout
-    while isinstance(node, _LISTS):
-        if isinstance(node, C.RegularArray):
-            node = node.content[: node.size * node.length]
-        else:
-            lists = L.list_bounds(node, backend)
-            node = node.content[int(lists.offsets[0]):int(lists.offsets[-1])]
-    return L.leaf_values(node, backend)
+    return levels, L.leaf_values(node, backend)
 
 
 def _same(a, b, backend) -> bool:
@@ -113,30 +98,3 @@ def _same(a, b, backend) -> bool:
                                    and bool(backend.nplike.array_equal(x[1], y[1])))):
             return False
     return True
-
-
-def _signature(value):
-    if isinstance(value, C.Content):
-        return ("form", value.form.to_json())
-    dtype = getattr(value, "dtype", None)
-    return ("number", type(value), None if dtype is None else np.dtype(dtype).str)
-
-
-@functools.lru_cache(maxsize=256)
-def _result_dtype(signatures, mergebool) -> np.dtype:
-    """The leaf dtype of awkward's own ``where`` for these argument types (asked of its
-    type tracer); NotNative where that is not plain numbers."""
-    args = []
-    for kind, *rest in signatures:
-        if kind == "form":
-            form = ak.forms.from_json(rest[0])
-            args.append(ak.Array(form.length_zero_array().to_typetracer(forget_length=True)))
-        else:
-            value_type, dtype = rest
-            args.append(value_type(0) if dtype is None else np.zeros((), dtype)[()])
-    out = ak.where(*args, mergebool=mergebool, highlevel=False)
-    while isinstance(out, _LISTS):
-        out = out.content
-    if not (isinstance(out, C.NumpyArray) and len(out.inner_shape) == 0):
-        raise NotNative(f"awkward's result holds {type(out).__name__}, not numbers")
-    return out.dtype

@@ -122,8 +122,7 @@ def _take_events(layout, idx, backend):
     """``array[index]`` with a 1-D integer index: carry across events."""
     values = _int64(_flat_values(idx, backend, "index"), "index")
     n = layout.length
-    validate.index_range(values, n, "index")
-    if values.shape[0] and int(values.min()) < 0:
+    if validate.index_range(values, n, "index") < 0:
         values = backend.nplike.where(values < 0, values + n, values)
     return _events(layout, values, backend)
 
@@ -136,13 +135,9 @@ def _events(layout, index, backend):
     that its CUDA backend takes from cuda.compute). Other nodes are carried lazily."""
     if (isinstance(layout, (C.ListOffsetArray, C.ListArray))
             and isinstance(layout.content, C.NumpyArray)
-            and len(layout.content.inner_shape) == 0 and not _is_string(layout)):
+            and len(layout.content.inner_shape) == 0 and not L.is_stringlike(layout)):
         return L.packed(layout, backend, index)
     return L.carry(layout, index, backend)
-
-
-def _is_string(node):
-    return node.parameter("__array__") in ("string", "bytestring")
 
 
 def _filter(layout, mask, backend, name):
@@ -182,8 +177,7 @@ def _take_numpy_style(layout, length, sizes, leaf, backend):
     for size in sizes:
         lengths.append(lengths[-1] * size)
     values = _int64(L.leaf_values(leaf, backend)[: lengths[-1]], "index")
-    validate.index_range(values, layout.length, "index")
-    if values.shape[0] and int(values.min()) < 0:
+    if validate.index_range(values, layout.length, "index") < 0:
         values = backend.nplike.where(values < 0, values + layout.length, values)
     out = L.carry(layout, values, backend)
     for size, n in zip(reversed(sizes), reversed(lengths[:-1])):
@@ -196,7 +190,7 @@ def _filter_numpy_style(layout, length, sizes, leaf, backend, name):
     True at (i, j), a flat result."""
     if len(sizes) != 1:
         raise NotNative(f"regular {name} of more than two dimensions")
-    nplike, k = backend.nplike, sizes[0]
+    k = sizes[0]
     values = L.leaf_values(leaf, backend)[: length * k]
     validate.mask_dtype(values, name)
     validate.same_length(layout.length, length, name)
@@ -224,7 +218,7 @@ def _jagged(node, idx, backend, name, leaf_fn):
     x = L.list_bounds(node, backend)
     i = L.list_bounds(idx, backend, where=name)
     for lists in (x, i):
-        if lists.node.parameter("__array__") in ("string", "bytestring", "char", "byte"):
+        if L.is_stringlike(lists.node):
             raise NotNative("string lists")
     validate.same_length(node.length, idx.length, name)
     xs, xt, xoff = x.starts, x.stops, x.offsets
@@ -242,8 +236,7 @@ def _jagged(node, idx, backend, name, leaf_fn):
         validate.same_list_lengths(xs, xt, is_, it, name)
         offsets, icontent = L.runs(is_, it, ioff, i.content, backend)
         _, xcontent = L.runs(xs, xt, xoff, x.content, backend)
-        total = int(offsets[-1])
-        inner = _jagged(xcontent[:total], icontent[:total], backend, name, leaf_fn)
+        inner = _jagged(xcontent, icontent, backend, name, leaf_fn)
         out = C.ListOffsetArray(ak.index.Index64(offsets), inner)
     if valid is not None:
         out = C.IndexedOptionArray(ak.index.Index64(L.option_index(valid, backend)), out)
@@ -257,7 +250,7 @@ def _pick(xs, xt, xcontent, is_, it, ioff, icontent, backend, name):
         values, valid = backend.nplike.zeros(0, dtype=np.int64), None
     else:
         values, valid = L.option_content(icontent, backend)
-    values = _int64(values[: int(offsets[-1])], name)
+    values = _int64(values, name)
     if valid is None:
         positions, n_bad = backend.kernel("local_to_global")(xs, xt, offsets, values)
     else:

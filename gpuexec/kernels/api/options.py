@@ -5,14 +5,13 @@ kernels that its CUDA backend takes from cuda.compute."""
 
 from __future__ import annotations
 
-import functools
 import numbers
 
 import awkward as ak
 import numpy as np
 
 from gpuexec.kernels import layout as L
-from gpuexec.kernels.api._common import NotNative, public, wrap
+from gpuexec.kernels.api._common import NotNative, awkward_leaf_dtype, public, signature, wrap
 
 C = ak.contents
 
@@ -27,8 +26,8 @@ def fill_none(array, value, axis=-1, *, highlevel=True, behavior=None, attrs=Non
     depth = layout.purelist_depth
     if axis is not None and L.posaxis(layout, axis) != depth - 1:
         raise NotNative(f"axis={axis} (the innermost axis or None runs natively)")
-    dtype = _result_dtype(layout.form.to_json(), type(value), getattr(value, "dtype", None),
-                          axis)
+    dtype = awkward_leaf_dtype(ak.fill_none, (signature(layout), signature(value)),
+                               (("axis", axis),))
 
     def walk(node):
         if isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray)):
@@ -48,19 +47,3 @@ def fill_none(array, value, axis=-1, *, highlevel=True, behavior=None, attrs=Non
 
 def _numbers(node) -> bool:
     return isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0
-
-
-@functools.lru_cache(maxsize=256)
-def _result_dtype(form_json, value_type, value_dtype, axis) -> np.dtype:
-    """The leaf dtype awkward's own ``fill_none`` gives (asked of its type tracer, so
-    the promotion rule is awkward's, not a copy of it); NotNative where awkward's
-    result is not plain numbers (a union, say)."""
-    sample = value_type(0) if value_dtype is None else np.zeros((), value_dtype)[()]
-    form = ak.forms.from_json(form_json)
-    tracer = ak.Array(form.length_zero_array().to_typetracer(forget_length=True))
-    out = ak.fill_none(tracer, sample, axis=axis, highlevel=False)
-    while isinstance(out, (C.ListOffsetArray, C.ListArray, C.RegularArray)):
-        out = out.content
-    if not _numbers(out):
-        raise NotNative(f"awkward's result holds {type(out).__name__}, not numbers")
-    return out.dtype

@@ -26,13 +26,12 @@ import awkward as ak
 import numpy as np
 
 from gpuexec.kernels import layout as L
-from gpuexec.kernels.api._common import NotNative, public, wrap
+from gpuexec.kernels.api._common import NotNative, is_integer, public, wrap
+from gpuexec.kernels.backend import ALL_DTYPES
 
 C = ak.contents
 
-_DTYPES = frozenset(["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                     "uint64", "float32", "float64", "bool"])
-_STRINGY = frozenset(["string", "bytestring", "char", "byte"])
+_DTYPES = frozenset(ALL_DTYPES)
 
 
 # -- the public functions --------------------------------------------------------------
@@ -110,7 +109,7 @@ def all(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True
 def _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel, behavior, attrs,
             backend):
     layout = L.to_layout(array)
-    if _is_int(axis) and axis in (1, -1) and _plain_lists(layout):
+    if is_integer(axis) and axis in (1, -1) and _plain_lists(layout):
         # the common call (one level of lists of numbers): straight to the kernel, a
         # few us less of Python on every call (the GPU call floor)
         out = _reduce_lists(fname, layout, bool(keepdims), bool(mask_identity), initial,
@@ -121,10 +120,10 @@ def _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel, beh
     if mindepth != depth:
         raise NotNative("branching depth")
     keepdims, mask_identity = bool(keepdims), bool(mask_identity)
-    if axis is None or (depth == 1 and _is_int(axis) and axis in (0, -1)):
+    if axis is None or (depth == 1 and is_integer(axis) and axis in (0, -1)):
         return _reduce_all(fname, layout, depth, keepdims, mask_identity, initial, array,
                            highlevel, behavior, attrs, backend)
-    if not _is_int(axis):
+    if not is_integer(axis):
         raise NotNative(f"axis={axis!r} is not an integer")
     if depth < 2 or (axis if axis >= 0 else axis + depth) != depth - 1:
         raise NotNative(f"axis={axis} is not the innermost axis of a depth-{depth} array")
@@ -146,13 +145,9 @@ def _plain_lists(layout) -> bool:
             and content.data.ndim == 1 and content.dtype.name in _DTYPES)
 
 
-def _is_int(axis) -> bool:
-    return isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_))
-
-
 def _check_native(node) -> None:
     """NotNative for anything our kernels do not cover (awkward then decides)."""
-    if node.parameter("__array__") in _STRINGY or node.parameter("__array__") == "categorical":
+    if L.is_stringlike(node) or node.parameter("__array__") == "categorical":
         raise NotNative(f"{node.parameter('__array__')} data")
     if isinstance(node, C.NumpyArray):
         if node.dtype.name not in _DTYPES or len(node.inner_shape) != 0:
@@ -166,25 +161,14 @@ def _check_native(node) -> None:
 
 
 # -- innermost axis --------------------------------------------------------------------------
-def _present_values(offsets, content, backend):
-    """(offsets', values, positions) of the lists with their Nones dropped; ``positions``
-    (content positions of the kept values) is None when the content has no option."""
-    values, valid = L.option_content(content, backend)
-    if valid is None:
-        return offsets, values, None
-    new_offsets, positions = backend.kernel("filter")(offsets[:-1], offsets[1:], offsets, valid)
-    values = backend.kernel("carry", values.dtype)(values, positions)
-    return new_offsets, values, positions
-
-
 def _reduce_lists(fname, node, keepdims, mask_identity, initial, backend):
     list_offsets, content = L.list_offsets(node, backend)
     if fname == "count":  # reads no values unless Nones must be skipped
-        offsets = (_present_values(list_offsets, content, backend)[0] if content.is_option
+        offsets = (L.skip_missing(list_offsets, content, backend)[0] if content.is_option
                    else list_offsets)
         out = backend.kernel("reduce_count")(offsets)
     else:
-        offsets, values, positions = _present_values(list_offsets, content, backend)
+        offsets, values, positions = L.skip_missing(list_offsets, content, backend)
         out = _segmented(fname, offsets, values, initial, backend)
         if positions is not None and fname in ("argmin", "argmax"):
             out = _slot_positions(out, offsets, positions, list_offsets, backend.nplike)
@@ -264,8 +248,8 @@ def _flat_leaf(node, backend):
     if lists.valid is not None:
         keep = backend.nplike.nonzero(lists.valid)[0]
         starts, stops, offsets = starts[keep], stops[keep], None
-    new_offsets, content = L.runs(starts, stops, offsets, lists.content, backend)
-    return _flat_leaf(content[: int(new_offsets[-1])], backend)
+    _, content = L.runs(starts, stops, offsets, lists.content, backend)
+    return _flat_leaf(content, backend)
 
 
 def _has_regular(node) -> bool:

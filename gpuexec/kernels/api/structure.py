@@ -18,7 +18,7 @@ import numpy as np
 
 from gpuexec.kernels import layout as L
 from gpuexec.kernels import validate
-from gpuexec.kernels.api._common import NotNative, public, wrap
+from gpuexec.kernels.api._common import NotNative, is_integer, public, wrap
 from gpuexec.kernels.backend import KernelNotFound
 
 C = ak.contents
@@ -42,13 +42,13 @@ def _int64(backend, data):
 
 
 def _no_strings(node):
-    if node.parameter("__array__") in ("string", "bytestring", "char", "byte"):
+    if L.is_stringlike(node):
         raise NotNative("strings")
 
 
 def _posaxis(layout, axis):
     """``axis`` counted from the top (0 = the array itself)."""
-    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+    if not is_integer(axis):
         raise NotNative(f"axis={axis!r}")
     if axis >= 0:  # awkward needs no depth for a non-negative axis (records may branch)
         return int(axis)
@@ -195,8 +195,7 @@ def _sorted(array, axis, ascending, stable, backend, *, positions):
             out = C.NumpyArray(backend.nplike.zeros(0, dtype=np.int64)) if positions \
                 else C.EmptyArray(backend=content.backend)
             return C.ListOffsetArray(Index64(out_offsets), out, parameters=node.parameters)
-        values = L.leaf_values(content, backend)
-        validate.offsets(offsets, values.shape[0])
+        values = L.leaf_values(content, backend)  # list_offsets validated the offsets
         kernel = _kernel(backend, name, values.dtype)
         if not stable and offsets.shape[0] > 1:
             longest = int((offsets[1:] - offsets[:-1]).max())
@@ -374,7 +373,7 @@ def flatten(array, axis=1, *, highlevel=True, behavior=None, attrs=None, backend
 
 # -- combinations ----------------------------------------------------------------------------
 def _combinations(array, n, replacement, axis, fields, parameters, backend, *, local):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n not in (2, 3):
+    if not is_integer(n) or n not in (2, 3):
         raise NotNative(f"n={n!r} (pairs and triplets run natively)")
     n = int(n)
     if fields is not None and len(fields) != n:

@@ -44,14 +44,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from gpuexec.kernels.cpu.threads import pick, serial_and_parallel, use_parallel
-
-ALL_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-              "float32", "float64", "bool")
+from gpuexec.kernels.backend import ALL_DTYPES
+from gpuexec.kernels.cpu.threads import pick, serial_and_parallel
 
 
-_variants = serial_and_parallel
-_pick = pick
 
 
 def _carry_body(values, index, out):
@@ -235,61 +231,61 @@ def _filter_missing_fill_body(starts, mask_offsets, mask, valid, offsets, outind
             w += np.int64(mask[m0 + k] or not ok)
 
 
-_carry = _variants(_carry_body)
+_carry = serial_and_parallel(_carry_body)
 _compact = (numba.njit(cache=True, nogil=True)(_compact_serial_body),
             numba.njit(cache=True, nogil=True, parallel=True)(_compact_parallel_body))
 _scan = (numba.njit(cache=True, nogil=True)(_scan_serial_body),
          numba.njit(cache=True, nogil=True, parallel=True)(_scan_parallel_body))
-_rebase = _variants(_rebase_body)
-_list_carry_index = _variants(_list_carry_index_body)
-_local_to_global = _variants(_local_to_global_body)
-_missing_repeat = _variants(_missing_repeat_body)
-_filter_count = _variants(_filter_count_body)
-_filter_fill = _variants(_filter_fill_body)
-_filter_missing_count = _variants(_filter_missing_count_body)
-_filter_missing_fill = _variants(_filter_missing_fill_body)
+_rebase = serial_and_parallel(_rebase_body)
+_list_carry_index = serial_and_parallel(_list_carry_index_body)
+_local_to_global = serial_and_parallel(_local_to_global_body)
+_missing_repeat = serial_and_parallel(_missing_repeat_body)
+_filter_count = serial_and_parallel(_filter_count_body)
+_filter_fill = serial_and_parallel(_filter_fill_body)
+_filter_missing_count = serial_and_parallel(_filter_missing_count_body)
+_filter_missing_fill = serial_and_parallel(_filter_missing_fill_body)
 
 
 def _scan_inplace(a):
-    _pick(_scan, a.shape[0])(a, numba.get_num_threads())
+    pick(_scan, a.shape[0])(a, numba.get_num_threads())
 
 
 # -- the contract ------------------------------------------------------------------------
 def carry(values, index):
     out = np.empty(index.shape[0], dtype=values.dtype)
-    _pick(_carry, index.shape[0])(values, index, out)
+    pick(_carry, index.shape[0])(values, index, out)
     return out
 
 
 def compact_offsets(starts, stops):
     n = starts.shape[0]
     out = np.empty(n + 1, dtype=np.int64)
-    _pick(_compact, n)(starts, stops, out, numba.get_num_threads())
+    pick(_compact, n)(starts, stops, out, numba.get_num_threads())
     return out
 
 
 def rebase_offsets(offsets):
     out = np.empty(offsets.shape[0], dtype=np.int64)
-    n_bad = _pick(_rebase, offsets.shape[0])(offsets, out)
+    n_bad = pick(_rebase, offsets.shape[0])(offsets, out)
     return out, int(n_bad)
 
 
 def list_carry_index(starts, offsets):
     out = np.empty(int(offsets[-1] - offsets[0]), dtype=np.int64)
-    _pick(_list_carry_index, out.shape[0] + starts.shape[0])(starts, offsets, out)
+    pick(_list_carry_index, out.shape[0] + starts.shape[0])(starts, offsets, out)
     return out
 
 
 def local_to_global(starts, stops, index_offsets, index):
     out = np.empty(int(index_offsets[-1] - index_offsets[0]), dtype=np.int64)
-    n_bad = _pick(_local_to_global, out.shape[0] + starts.shape[0])(
+    n_bad = pick(_local_to_global, out.shape[0] + starts.shape[0])(
         starts, stops, index_offsets, index, out)
     return out, int(n_bad)
 
 
 def missing_repeat(starts, stops, index_offsets, index, valid):
     out = np.empty(int(index_offsets[-1] - index_offsets[0]), dtype=np.int64)
-    n_bad = _pick(_missing_repeat, out.shape[0] + starts.shape[0])(
+    n_bad = pick(_missing_repeat, out.shape[0] + starts.shape[0])(
         starts, stops, index_offsets, index, valid, out)
     return out, int(n_bad)
 
@@ -299,10 +295,10 @@ def filter(starts, stops, mask_offsets, mask):  # noqa: A001 - the contract's na
     work = int(mask_offsets[-1] - mask_offsets[0]) + n
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[0] = 0
-    _pick(_filter_count, work)(mask_offsets, mask, offsets)
+    pick(_filter_count, work)(mask_offsets, mask, offsets)
     _scan_inplace(offsets)
     carry_index = np.empty(int(offsets[-1]), dtype=np.int64)
-    _pick(_filter_fill, work)(starts, mask_offsets, mask, offsets, carry_index)
+    pick(_filter_fill, work)(starts, mask_offsets, mask, offsets, carry_index)
     return offsets, carry_index
 
 
@@ -311,10 +307,10 @@ def filter_missing(starts, stops, mask_offsets, mask, valid):
     work = int(mask_offsets[-1] - mask_offsets[0]) + n
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[0] = 0
-    _pick(_filter_missing_count, work)(mask_offsets, mask, valid, offsets)
+    pick(_filter_missing_count, work)(mask_offsets, mask, valid, offsets)
     _scan_inplace(offsets)
     outindex = np.empty(int(offsets[-1]), dtype=np.int64)
-    _pick(_filter_missing_fill, work)(starts, mask_offsets, mask, valid, offsets, outindex)
+    pick(_filter_missing_fill, work)(starts, mask_offsets, mask, valid, offsets, outindex)
     return offsets, outindex
 
 

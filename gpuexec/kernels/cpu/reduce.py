@@ -36,9 +36,7 @@ import numpy as np
 
 from gpuexec.kernels.cpu import threads
 
-INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-FLOATS = ("float32", "float64")
-ALL_DTYPES = INTS + FLOATS + ("bool",)
+from gpuexec.kernels.backend import ALL_DTYPES
 
 #: unrolled branch-free steps per list (Poisson(5) lists: 93% fit in 8)
 SLOTS = 8
@@ -446,9 +444,7 @@ def _launch(variants, offsets, content_length: int, args):
     the call is big enough, else its serial variant as one block."""
     n = offsets.shape[0] - 1
     if n > 1 and threads.use_parallel(content_length + n):
-        nthreads = threads.get_num_threads()
-        if numba.get_num_threads() != nthreads:  # numba's setting is per calling thread
-            numba.set_num_threads(nthreads)
+        nthreads = threads.apply_thread_count()
         variants[1](*args, block_bounds(offsets, nthreads))
     else:
         variants[0](*args, np.array([0, max(n, 0)], dtype=np.int64))

@@ -41,10 +41,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from gpuexec.kernels.cpu.threads import pick, serial_and_parallel, use_parallel
-
-SORT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-               "float32", "float64", "bool")
+from gpuexec.kernels.backend import ALL_DTYPES
+from gpuexec.kernels.cpu.threads import pick, serial_and_parallel
 
 #: lists up to this length are sorted by ranking (counting the elements that go
 #: before each one); longer ones by a merge sort of runs insertion-sorted to this length
@@ -52,8 +50,6 @@ SHORT_MAX = 16
 INSERTION_MAX = 16
 
 
-_variants = serial_and_parallel
-_pick = pick
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -147,43 +143,11 @@ def _sort_short(values, s, m, out, o, ascending):
 
 @numba.njit(cache=True, nogil=True)
 def _sort_long(values, s, m, out, o, ascending):
-    keys = values[s:s + m].copy()
-    for lo in range(0, m, INSERTION_MAX):
-        hi = min(lo + INSERTION_MAX, m)
-        for k in range(lo + 1, hi):
-            v = keys[k]
-            j = k
-            while j > lo and _before(v, keys[j - 1], ascending):
-                keys[j] = keys[j - 1]
-                j -= 1
-            keys[j] = v
-    src, dst = keys, np.empty_like(keys)
-    width = INSERTION_MAX
-    while width < m:
-        for lo in range(0, m, 2 * width):
-            mid = min(lo + width, m)
-            hi = min(lo + 2 * width, m)
-            a, b, k = lo, mid, lo
-            while a < mid and b < hi:
-                if _before(src[b], src[a], ascending):
-                    dst[k] = src[b]
-                    b += 1
-                else:
-                    dst[k] = src[a]
-                    a += 1
-                k += 1
-            while a < mid:
-                dst[k] = src[a]
-                a += 1
-                k += 1
-            while b < hi:
-                dst[k] = src[b]
-                b += 1
-                k += 1
-        src, dst = dst, src
-        width *= 2
+    # the argsort's stable order, gathered: the values come out with their own bits
+    pos = np.empty(m, dtype=np.int64)
+    _argsort_long(values, s, m, pos, 0, ascending)
     for k in range(m):
-        out[o + k] = src[k]
+        out[o + k] = values[s + pos[k]]
 
 
 # -- bodies (``numba.prange`` is a plain range in the serial variant) ------------------
@@ -303,18 +267,18 @@ def _cartesian_body(starts_a, stops_a, starts_b, stops_b, local, offsets, ia, ib
                 k += 1
 
 
-_argsort = _variants(_argsort_body)
-_sort = _variants(_sort_body)
-_local_index = _variants(_local_index_body)
-_pairs = _variants(_pairs_body)
-_triplets = _variants(_triplets_body)
-_cartesian = _variants(_cartesian_body)
+_argsort = serial_and_parallel(_argsort_body)
+_sort = serial_and_parallel(_sort_body)
+_local_index = serial_and_parallel(_local_index_body)
+_pairs = serial_and_parallel(_pairs_body)
+_triplets = serial_and_parallel(_triplets_body)
+_cartesian = serial_and_parallel(_cartesian_body)
 
 
 # -- the contract ------------------------------------------------------------------------
 def local_index(offsets):
     out = np.empty(int(offsets[-1] - offsets[0]), dtype=np.int64)
-    _pick(_local_index, out.shape[0])(offsets, out)
+    pick(_local_index, out.shape[0])(offsets, out)
     return out
 
 
@@ -329,14 +293,14 @@ def _keys(values):
 
 def argsort(offsets, values, ascending):
     out = np.empty(int(offsets[-1] - offsets[0]), dtype=np.int64)
-    _pick(_argsort, out.shape[0])(offsets, _keys(values), bool(ascending), out)
+    pick(_argsort, out.shape[0])(offsets, _keys(values), bool(ascending), out)
     return out
 
 
 def sort(offsets, values, ascending):
     keys = _keys(values)
     out = np.empty(int(offsets[-1] - offsets[0]), dtype=keys.dtype)
-    _pick(_sort, out.shape[0])(offsets, keys, bool(ascending), out)
+    pick(_sort, out.shape[0])(offsets, keys, bool(ascending), out)
     return out if keys is values else out.astype(values.dtype)
 
 
@@ -354,7 +318,7 @@ def combinations(starts, stops, n, replacement, local):
         _bad_list(bad, "combinations: starts/stops")
     total = int(offsets[-1])
     idx = [np.empty(total, dtype=np.int64) for _ in range(n)]
-    fill = _pick(_pairs if n == 2 else _triplets, total)
+    fill = pick(_pairs if n == 2 else _triplets, total)
     fill(starts, stops, replacement, local, offsets, *idx)
     return (offsets, *idx)
 
@@ -370,12 +334,12 @@ def cartesian(starts_a, stops_a, starts_b, stops_b, local):
     total = int(offsets[-1])
     ia = np.empty(total, dtype=np.int64)
     ib = np.empty(total, dtype=np.int64)
-    _pick(_cartesian, total)(starts_a, stops_a, starts_b, stops_b, bool(local), offsets, ia, ib)
+    pick(_cartesian, total)(starts_a, stops_a, starts_b, stops_b, bool(local), offsets, ia, ib)
     return offsets, ia, ib
 
 
 def register(backend) -> None:
-    for dt in SORT_DTYPES:
+    for dt in ALL_DTYPES:
         backend.register("argsort", (dt,), argsort)
         backend.register("sort", (dt,), sort)
     backend.register("local_index", (), local_index)

@@ -65,6 +65,19 @@ def serial_and_parallel(py_func):
             numba.njit(cache=True, nogil=True, parallel=True)(renamed("parallel")))
 
 
+def apply_thread_count() -> int:
+    """The engine's thread count, applied to numba in the calling thread (numba's setting
+    is per thread: a Dask task thread or a user's thread starts at numba's default)."""
+    n = get_num_threads()
+    if numba.get_num_threads() != n:
+        numba.set_num_threads(n)
+    return n
+
+
 def pick(pair, n_elements):
-    """The parallel variant of a ``serial_and_parallel`` pair above the size threshold."""
-    return pair[1] if use_parallel(n_elements) else pair[0]
+    """The parallel variant of a ``serial_and_parallel`` pair above the size threshold
+    (with the engine's thread count applied), else the serial one."""
+    if not use_parallel(n_elements):
+        return pair[0]
+    apply_thread_count()
+    return pair[1]

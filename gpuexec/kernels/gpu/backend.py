@@ -188,11 +188,13 @@ class GPUBackend(Backend):
             count = math.prod(shape) if isinstance(shape, tuple) else int(shape)
             raise DeviceOutOfMemory(kernel, count * dtype.itemsize, str(err)) from err
 
-    def _offsets(self, offsets):
-        offsets = self.asarray(offsets)
-        if offsets.dtype != _INT64:
-            offsets = offsets.astype(_INT64)
-        return self._cp.ascontiguousarray(offsets)
+    def int64(self, a):
+        """``a`` as a contiguous int64 device array (offsets, indices; no copy when it
+        is one already)."""
+        a = self.asarray(a)
+        if a.dtype != _INT64:
+            a = a.astype(_INT64)
+        return self._cp.ascontiguousarray(a)
 
     # -- kernels ---------------------------------------------------------------------------
     def _functions(self, op: S.Op, plan: S.Plan | None = None):
@@ -205,7 +207,7 @@ class GPUBackend(Backend):
         return module
 
     def _count(self, offsets):
-        offsets = self._offsets(offsets)
+        offsets = self.int64(offsets)
         n = offsets.shape[0] - 1
         out = self.alloc(n, _INT64, "gk_count")
         if n <= 0:
@@ -265,7 +267,7 @@ class GPUBackend(Backend):
 
         def reduce(offsets, content, identity=None):
             cp = self._cp
-            offsets = self._offsets(offsets)
+            offsets = self.int64(offsets)
             content = self.asarray(content)
             n = offsets.shape[0] - 1
             out = self.alloc(n, out_dtype, names[role])

@@ -47,9 +47,6 @@ from dataclasses import dataclass
 
 INDEXING_SOURCE = "indexing.cu"
 STRUCTURE_SOURCE = "structure.cu"
-#: headers the family sources include (the runtime must pass them to NVRTC/hiprtc and
-#: hash them into the module-cache key)
-HEADERS = ("portability.cuh", "flat.cuh")
 
 #: element widths of the width-generic kernels (carry, sort): bytes -> suffix
 WIDTHS = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
@@ -144,7 +141,6 @@ FAMILIES: tuple[Family, ...] = (
             "naive": _w("gk_argsort_naive_{w}") + _w("gk_sort_naive_{w}")},
            frozenset()),
 )
-FAMILY_OF_CONTRACT = {c: f for f in FAMILIES for c in f.contracts}
 BY_NAME = {f.name: f for f in FAMILIES}
 
 

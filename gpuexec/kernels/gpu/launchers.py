@@ -4,7 +4,8 @@ launches of the kernels in ``src/indexing.cu`` and ``src/structure.cu``, with th
 the backend's strategy picks (``families.py``).
 
 ``Launchers(device)`` works on any object that offers what ``GPUBackend`` offers:
-``nplike`` (the array module), ``asarray(x)``, ``alloc(shape, dtype, kernel)`` (raises
+``nplike`` (the array module), ``asarray(x)``, ``int64(x)`` (contiguous int64),
+``alloc(shape, dtype, kernel)`` (raises
 ``DeviceOutOfMemory``), ``launch(name, function, grid, block, args)`` (records the launch
 in ``gk.stats()``), ``family_functions(family)`` ({extern "C" name: function} of the
 family's compiled unit), ``family_block(family)`` and ``strategy`` (its name). Host
@@ -18,6 +19,7 @@ import ctypes
 
 import numpy as np
 
+from gpuexec.kernels.backend import ALL_DTYPES
 from gpuexec.kernels.gpu import families as F
 
 _I64 = np.dtype(np.int64)
@@ -59,10 +61,7 @@ class Launchers:
 
     # -- buffers -----------------------------------------------------------------------
     def _i64(self, a):
-        a = self.dev.asarray(a)
-        if a.dtype != _I64:
-            a = a.astype(_I64)
-        return self.xp.ascontiguousarray(a)
+        return self.dev.int64(a)
 
     def _bytes(self, a):
         """A bool/uint8 buffer as contiguous uint8 (no copy for contiguous bools)."""
@@ -394,8 +393,6 @@ class Launchers:
             width *= 2
 
 
-ALL_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-              "float32", "float64", "bool")
 
 
 def register(backend) -> None:

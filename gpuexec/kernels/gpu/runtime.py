@@ -22,10 +22,9 @@ from dataclasses import dataclass
 
 from gpuexec.kernels.gpu.strategies import SRC_DIR, CompileUnit
 
-HEADER = "portability.cuh"
 #: every header a source may include (passed to the runtime compiler by name, hashed into
 #: the module-cache key so that a changed header never reuses a stale module)
-HEADERS = (HEADER, "flat.cuh")
+HEADERS = ("portability.cuh", "flat.cuh")
 
 
 @dataclass(frozen=True)
@@ -130,9 +129,6 @@ class Runtime:
         self.module_log: list[tuple] = []
 
     # -- sources and keys ----------------------------------------------------------------
-    def _source(self, name: str) -> bytes:
-        return source(name)
-
     def options(self, unit: CompileUnit) -> list[str]:
         return unit_options(self.bindings, self.device.arch, unit)
 

@@ -33,13 +33,11 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
+from gpuexec.kernels.backend import ALL_DTYPES, NUMBER_DTYPES
+
 SRC_DIR = os.path.join(os.path.dirname(__file__), "src")
 REDUCE_SOURCE = "reduce.cu"
 
-INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-FLOATS = ("float32", "float64")
-NUMBERS = INTS + FLOATS
-ALL = NUMBERS + ("bool",)
 
 
 @dataclass(frozen=True)
@@ -53,17 +51,17 @@ class Op:
 
 
 OPS: tuple[Op, ...] = (
-    Op("reduce_sum", "sum", "GK_OP_SUM", NUMBERS),
-    Op("reduce_prod", "prod", "GK_OP_PROD", NUMBERS),
+    Op("reduce_sum", "sum", "GK_OP_SUM", NUMBER_DTYPES),
+    Op("reduce_prod", "prod", "GK_OP_PROD", NUMBER_DTYPES),
     Op("reduce_sum_bool", "sum_bool", "GK_OP_SUM_BOOL", ("bool",)),
     Op("reduce_prod_bool", "prod_bool", "GK_OP_PROD_BOOL", ("bool",)),
-    Op("reduce_min", "min", "GK_OP_MIN", ALL),
-    Op("reduce_max", "max", "GK_OP_MAX", ALL),
-    Op("reduce_argmin", "argmin", "GK_OP_ARGMIN", ALL),
-    Op("reduce_argmax", "argmax", "GK_OP_ARGMAX", ALL),
-    Op("reduce_countnonzero", "countnonzero", "GK_OP_COUNTNONZERO", ALL),
-    Op("reduce_any", "any", "GK_OP_ANY", ALL),
-    Op("reduce_all", "all", "GK_OP_ALL", ALL),
+    Op("reduce_min", "min", "GK_OP_MIN", ALL_DTYPES),
+    Op("reduce_max", "max", "GK_OP_MAX", ALL_DTYPES),
+    Op("reduce_argmin", "argmin", "GK_OP_ARGMIN", ALL_DTYPES),
+    Op("reduce_argmax", "argmax", "GK_OP_ARGMAX", ALL_DTYPES),
+    Op("reduce_countnonzero", "countnonzero", "GK_OP_COUNTNONZERO", ALL_DTYPES),
+    Op("reduce_any", "any", "GK_OP_ANY", ALL_DTYPES),
+    Op("reduce_all", "all", "GK_OP_ALL", ALL_DTYPES),
     Op("reduce_count", "count", "GK_OP_COUNT", ()),
 )
 OPS_BY_CONTRACT = {op.contract: op for op in OPS}
