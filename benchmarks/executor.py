@@ -72,6 +72,8 @@ def gpuexec_executor(mode: str, args):
 
     common = dict(gpu_backend=args.gpu_backend, gpu_threads=args.gpu_threads,
                   dashboard_address="127.0.0.1:0", status=False)
+    if args.gpu_merge is not None:
+        common["gpu_merge"] = args.gpu_merge
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
     if mode == "all-gpu":
@@ -89,6 +91,9 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-backend", default=None, help='"cpu": a CPU-backed GPU pool')
     parser.add_argument("--gpu-workers", type=int, default=None)
     parser.add_argument("--gpu-threads", type=int, default=2)
+    parser.add_argument("--gpu-merge", type=int, default=None,
+                        help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
+                             "default when not given)")
     parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures")
     parser.add_argument("--file", default=None, help="reuse this sample instead of generating")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
@@ -115,7 +120,9 @@ def main(argv=None) -> int:
         print(f"generated {args.events:,} events in {time.perf_counter() - start:.1f} s")
 
     results = {"machine": machine(), "events": args.events, "chunksize": chunksize,
-               "cores": args.cores, "gpu_backend": args.gpu_backend, "queries": {}}
+               "cores": args.cores, "gpu_backend": args.gpu_backend,
+               "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
+               "gpu_merge": args.gpu_merge, "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
         same = all(earlier.get(k) == results[k] for k in ("events", "chunksize", "cores"))
@@ -134,8 +141,16 @@ def main(argv=None) -> int:
         opened = (coffea_executor(name, args.cores) if name in ("dask", "futures")
                   else gpuexec_executor(name, args))
         with contextlib.redirect_stdout(io.StringIO()), opened as ex:
+            # warm-up: a chunk per core, and on GPUExecutor enough merged GPU tasks to
+            # reach every GPU worker's slots (each process pays its own first use)
+            warm = args.cores
+            if name not in ("dask", "futures"):
+                from gpuexec import GPUExecutor
+
+                warm += ((args.gpu_workers or 1) * args.gpu_threads
+                         * (args.gpu_merge or GPUExecutor.gpu_merge))
             for number in queries:
-                run_query(ex, number, path, chunksize, maxchunks=args.cores)
+                run_query(ex, number, path, chunksize, maxchunks=warm)
                 seconds, out = run_query(ex, number, path, chunksize)
                 entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds}
                 if name not in ("dask", "futures"):

@@ -1,6 +1,6 @@
 """Where a GPU worker's time goes on one chunk: an ADL query's processor on columns staged
-the way GPUExecutor stages them (``stage_events``: read once, copied to the device once),
-without Dask. For each query: seconds of reading, host-to-device transfer and compute of
+the way GPUExecutor stages them (``stage_events``: read once, copied to the device once)
+and run the way its GPU tasks run it (``awkward_messages_on_error``), without Dask. For each query: seconds of reading, host-to-device transfer and compute of
 a warm chunk, the kernel engine's calls/launches/hand-offs, the awkward kernels the
 processor reached on the device (by name, with counts), and a cProfile of the compute.
 
@@ -52,7 +52,7 @@ def profile_query(number: int, path: str, backend: str, top: int) -> dict:
 
     import gpuexec.kernels as gk
     from examples.adl import make
-    from gpuexec.executor import _Timings, stage_events
+    from gpuexec.executor import _Timings, awkward_messages_on_error, stage_events
 
     def events():
         return NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
@@ -60,7 +60,8 @@ def profile_query(number: int, path: str, backend: str, top: int) -> dict:
 
     proc = make(number)
     with gk.using(backend):
-        proc.process(stage_events(events(), backend))  # warm: modules, caches, imports
+        with awkward_messages_on_error(backend):  # warm: modules, caches, imports
+            proc.process(stage_events(events(), backend))
         timings = _Timings()
         staged = stage_events(events(), backend, timings)
         seen: Counter = Counter()
@@ -70,7 +71,8 @@ def profile_query(number: int, path: str, backend: str, top: int) -> dict:
         start = time.perf_counter()
         try:
             prof.enable()
-            out = proc.process(staged)
+            with awkward_messages_on_error(backend):  # as a GPU worker runs it
+                out = proc.process(staged)
             prof.disable()
         finally:
             restore()

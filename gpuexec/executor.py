@@ -556,7 +556,9 @@ class GPUExecutor(ExecutorBase):
         crossover: a fixed GPU crossover in events per chunk (default: the models').
         probe: chunks each pool gets first, whatever the models say.
         gpu_merge: adjacent chunks of one file merged into one GPU task, at most (1: no
-            merging).
+            merging); the placement charges each chunk its share of a task's fixed cost,
+            and a GPU task being filled may take up to ``gpu_merge - 1`` chunks beyond
+            the window.
         window: chunks in flight, as a multiple of the cluster's slots (windowed
             submission: each chunk is placed as earlier ones complete).
         gpu_lost_after: seconds without any worker of a GPU pool before its chunks are
@@ -742,8 +744,8 @@ class GPUExecutor(ExecutorBase):
         from gpuexec.scheduler.placement import Placement
 
         return Placement.from_pools(pools.values(), self._calibration(client, pools),
-                                    crossover=self.crossover, probe=self.probe,
-                                    unmeasured_depth=1)
+                                    gpu_merge=self.gpu_merge, crossover=self.crossover,
+                                    probe=self.probe, unmeasured_depth=1)
 
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):
@@ -931,9 +933,19 @@ class _Loop:
 
     def _refill(self) -> None:
         batch: dict[str, list[int]] = {}
-        while self.pending and self.chunks_in_flight + sum(map(len, batch.values())) < self.limit:
+        merge, last = self.ex.gpu_merge, None
+        while self.pending:
+            if self.chunks_in_flight + sum(map(len, batch.values())) >= self.limit:
+                # the window is full, but a GPU task being filled takes the following
+                # chunks the policy also sends there (the policy charged them a share of
+                # one task's fixed cost): at most gpu_merge - 1 chunks over the window
+                if last not in self.gpu or len(batch[last]) % merge == 0:
+                    break
             i = self.pending.pop()
-            batch.setdefault(self._choose(i), []).append(i)
+            last = self._choose(i)
+            batch.setdefault(last, []).append(i)
+        if self.policy is not None:
+            self.policy.end_batch()
         for pool, indices in batch.items():
             self._submit(pool, indices)
 

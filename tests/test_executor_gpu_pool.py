@@ -85,6 +85,16 @@ def entries(out, dataset="TT"):
 
 
 # ----------------------------------------------------------------------- no cluster
+def test_a_worker_whose_warm_up_fails_still_starts_and_says_so(monkeypatch, caplog):
+    from gpuexec.scheduler.plugins import WarmPools
+
+    monkeypatch.setenv("GPUEXEC_POOL", "gpu")
+    worker = type("W", (), {"name": "gpu-0"})()
+    with caplog.at_level("WARNING", logger="gpuexec"):
+        WarmPools({"gpu": "no-such-backend", "cpu": "cpu"}).setup(worker)
+    assert "gpu-0" in caplog.text and "no-such-backend" in caplog.text
+
+
 def test_spec_pins_one_gpu_worker_per_device_and_leaves_cpu_workers_the_rest():
     envs = [{"CUDA_VISIBLE_DEVICES": "GPU-a"}, {"CUDA_VISIBLE_DEVICES": "GPU-b"}]
     spec = ClusterSpec.local(None, 1, gpu_envs=envs, gpu_threads=1)
@@ -157,6 +167,14 @@ def test_awkward_builds_messages_only_on_error_inside_a_gpu_task(monkeypatch):
         with awkward_messages_on_error("cuda"):
             ak.Array([[1, 2], [3]]) + ak.Array([[1, 2, 3], [4]])
     assert "processor on a GPU worker" in "".join(getattr(info.value, "__notes__", []))
+
+
+def _warm_plugin(dask_worker=None):
+    return "gpuexec-warm-pools" in dask_worker.plugins
+
+
+def test_embedded_workers_start_warm(executor):
+    assert set(executor.live_client.run(_warm_plugin).values()) == {True}
 
 
 def test_gpu_pool_run_matches_iterative_with_decisions_and_merges(executor, tt_reference):

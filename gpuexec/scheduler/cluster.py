@@ -214,6 +214,11 @@ def shared_client(spec: ClusterSpec, announce=print):
         cluster = start_cluster(spec)
         client = Client(cluster, set_as_default=False)
         client.wait_for_workers(sum(p.workers for p in spec.pools))
+        from gpuexec.scheduler.plugins import WarmPools
+
+        # workers (also those a nanny restarts) are ready before the first chunk: imports,
+        # device context, kernel modules
+        client.register_plugin(WarmPools({p.name: p.backend for p in spec.pools}))
         _shared[spec] = _Shared(cluster, client)
         if not _atexit_registered:
             atexit.register(close_all)

@@ -53,6 +53,26 @@ def executor():
     ex.close()
 
 
+def _modules_not_loaded(dask_worker=None):
+    import gpuexec.kernels as gk
+    from gpuexec.kernels.gpu import families, strategies
+
+    backend = gk.get_backend("cuda")
+    missing = [op.contract for op in strategies.OPS
+               if (op.contract, backend.strategy) not in backend._prepared]
+    return missing + [f.name for f in families.FAMILIES if f.name not in backend._family_modules]
+
+
+def test_gpu_workers_start_warm_with_every_kernel_module_loaded(executor):
+    from gpuexec.scheduler.cluster import shared_client
+
+    client = shared_client(executor.cluster_spec(), announce=None)
+    gpu_workers = [a for a, w in client.scheduler_info()["workers"].items()
+                   if w.get("resources", {}).get("GPU")]
+    assert gpu_workers
+    assert list(client.run(_modules_not_loaded, workers=gpu_workers).values()) == [[]] * len(gpu_workers)
+
+
 def run(executor, query, files, chunksize):
     return processor.Runner(executor=executor, chunksize=chunksize, schema=NanoAODSchema,
                             metadata_cache={})({"adl": files}, query, treename="Events")

@@ -124,7 +124,11 @@ ARCHES: tuple[ArchRow, ...] = (
     # (register-bound: 3 resident blocks where the kernel fits 85 registers without spills)
     ArchRow(r"sm_\d+a?", "cuda", 32, "fused",
             {"fused": Launch(256, 64, 3), "fused:argmin": Launch(256, 64, 2),
-             "fused:argmax": Launch(256, 64, 2), "split": Launch(256, 64, 2)},
+             "fused:argmax": Launch(256, 64, 2), "split": Launch(256, 64, 2),
+             # one list per thread is latency-bound: full occupancy (8 x 256 threads, at
+             # most 32 registers). ncu on the H200, sum over 20M lists: 48 registers and
+             # 51 % achieved occupancy at the default bound, 55 % of DRAM bandwidth
+             "naive": Launch(256, 64, 8)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
             # length 5, 3x slower at mean length 108 (gpu_reduce.json)
             {"argmin": 16, "argmax": 16, "*": 8}),
