@@ -107,6 +107,18 @@ class ChunkError(RuntimeError):
         return (type(self), (self.args[0], _picklable_chain(self.causes)))
 
 
+class MergeError(RuntimeError):
+    """Merging chunk outputs failed on a worker (e.g. outputs that cannot be added);
+    ``indices``: the chunks whose outputs were being merged (the executor names them)."""
+
+    def __init__(self, message: str, indices=()):
+        super().__init__(message)
+        self.indices = tuple(indices)
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.indices))
+
+
 def _chain(exc: BaseException) -> list[BaseException]:
     out = []
     while isinstance(exc, BaseException) and exc not in out:
@@ -479,7 +491,10 @@ def _merge(parts: list[_Partial], compression) -> _Partial:
             outputs.append(part)
     if len(outputs) == 1:
         return _Partial(outputs[0].value, outputs[0].packed, counts, doubled, skipped, runs)
-    value, packed = _pack(accumulate(_unpack(p) for p in outputs), compression)
+    try:
+        value, packed = _pack(accumulate(_unpack(p) for p in outputs), compression)
+    except Exception as err:
+        raise MergeError(f"{type(err).__name__}: {err}", sorted(counts)) from err
     return _Partial(value, packed, counts, doubled, skipped, runs)
 
 
@@ -820,6 +835,14 @@ class GPUExecutor(ExecutorBase):
 
         if isinstance(err, ChunkError) or not isinstance(err, Exception):
             return err
+        if isinstance(err, MergeError) and err.indices:
+            first, last = err.indices[0], err.indices[-1]
+            span = describe_item(items[first]) if first < len(items) else f"chunk #{first}"
+            if last != first:
+                span += " ... " + (describe_item(items[last]) if last < len(items)
+                                   else f"chunk #{last}")
+            return ChunkError(f"merging the outputs of {len(err.indices)} chunk(s) failed "
+                              f"({span}): {err}", (err,))
         if isinstance(err, KilledWorker):
             parsed = keys.parse(err.task)
             what = (describe_item(items[parsed["index"]])

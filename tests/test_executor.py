@@ -224,6 +224,24 @@ def test_a_task_that_kills_its_workers_is_named_by_file_and_range():
                                "killed 4 workers")
 
 
+def test_outputs_that_cannot_be_merged_name_their_chunks():
+    from gpuexec.executor import MergeError
+
+    a = _Partial({"n": 1}, False, {3: 5}, [], [], [])
+    b = _Partial({"n": "one"}, False, {4: 5}, [], [], [])
+    with pytest.raises(MergeError) as caught:
+        _merge([a, b], compression=1)
+    again = pickle.loads(pickle.dumps(caught.value))  # it crosses from a worker
+    assert again.indices == (3, 4) and "TypeError" in str(again)
+    items = [processor.executor.WorkItem("DY", DY, "Events", 10 * i, 10 * i + 10, b"")
+             for i in range(5)]
+    err = GPUExecutor(status=False)._explain(again, items)
+    assert isinstance(err, ChunkError) and err.__cause__ is again
+    assert str(err).startswith("merging the outputs of 2 chunk(s) failed (file "
+                               f"{DY} (dataset 'DY', tree 'Events'), entries [30, 40) ... ")
+    assert "entries [40, 50)" in str(err) and "TypeError" in str(err)
+
+
 def test_a_processing_call_joins_the_preprocessing_of_its_files():
     from gpuexec.scheduler.report import CallReport, RunReport
 
