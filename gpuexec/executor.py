@@ -837,10 +837,9 @@ class GPUExecutor(ExecutorBase):
             return err
         if isinstance(err, MergeError) and err.indices:
             first, last = err.indices[0], err.indices[-1]
-            span = describe_item(items[first]) if first < len(items) else f"chunk #{first}"
+            span = describe_item(items[first])
             if last != first:
-                span += " ... " + (describe_item(items[last]) if last < len(items)
-                                   else f"chunk #{last}")
+                span += " ... " + describe_item(items[last])
             return ChunkError(f"merging the outputs of {len(err.indices)} chunk(s) failed "
                               f"({span}): {err}", (err,))
         if isinstance(err, KilledWorker):

@@ -93,6 +93,11 @@ def is_stringlike(node: Content) -> bool:
     return node.parameter("__array__") in _STRING_PARAMETERS
 
 
+def is_numbers(node: Content) -> bool:
+    """A NumpyArray of plain numbers (one value per entry, no inner dimensions)."""
+    return isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0
+
+
 def buffer(backend, data):
     """``data`` (an awkward Index/NumpyArray buffer, possibly virtual) as an array of
     ``backend``'s nplike."""
@@ -318,7 +323,7 @@ def carry(node: Content, index, backend) -> Content:
     nodes get an IndexedArray (lazy, as awkward does, so virtual fields stay unread)."""
     nplike = backend.nplike
     params = node.parameters
-    if isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0:
+    if is_numbers(node):
         return C.NumpyArray(_carry_buffer(backend, buffer(backend, node.data), index),
                             parameters=params)
     if isinstance(node, (C.IndexedArray, C.IndexedOptionArray)):

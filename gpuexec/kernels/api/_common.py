@@ -129,6 +129,8 @@ def awkward_leaf_dtype(awkward_fn, signatures: tuple, options: tuple = ()) -> np
     while isinstance(out, (ak.contents.ListOffsetArray, ak.contents.ListArray,
                            ak.contents.RegularArray)):
         out = out.content
-    if not (isinstance(out, ak.contents.NumpyArray) and len(out.inner_shape) == 0):
+    from gpuexec.kernels.layout import is_numbers  # layout imports this module
+
+    if not is_numbers(out):
         raise NotNative(f"awkward's result holds {type(out).__name__}, not numbers")
     return out.dtype

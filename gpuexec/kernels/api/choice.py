@@ -80,7 +80,7 @@ def _structure(layout, backend):
         start, stop = int(lists.offsets[0]), int(lists.offsets[-1])
         levels.append(("var", lists.offsets - start if start else lists.offsets))
         node = node.content[start:stop]
-    if not (isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0):
+    if not L.is_numbers(node):
         raise NotNative(f"{type(node).__name__} where numbers are expected")
     return levels, L.leaf_values(node, backend)
 

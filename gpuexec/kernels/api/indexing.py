@@ -133,9 +133,8 @@ def _events(layout, index, backend):
     values, and later elementwise math on several such columns broadcasts on equal
     offsets without a kernel (awkward's ListArray path runs compact/broadcast kernels
     that its CUDA backend takes from cuda.compute). Other nodes are carried lazily."""
-    if (isinstance(layout, (C.ListOffsetArray, C.ListArray))
-            and isinstance(layout.content, C.NumpyArray)
-            and len(layout.content.inner_shape) == 0 and not L.is_stringlike(layout)):
+    if (isinstance(layout, (C.ListOffsetArray, C.ListArray)) and L.is_numbers(layout.content)
+            and not L.is_stringlike(layout)):
         return L.packed(layout, backend, index)
     return L.carry(layout, index, backend)
 
@@ -165,7 +164,7 @@ def _regular_index(idx):
     while isinstance(node, C.RegularArray):
         sizes.append(node.size)
         node = node.content
-    if sizes and isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0:
+    if sizes and L.is_numbers(node):
         return sizes, node
     return None
 

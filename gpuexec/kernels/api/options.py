@@ -32,18 +32,14 @@ def fill_none(array, value, axis=-1, *, highlevel=True, behavior=None, attrs=Non
     def walk(node):
         if isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray)):
             return node.copy(content=walk(node.content))
-        if node.is_option and _numbers(node.content):
+        if node.is_option and L.is_numbers(node.content):
             values, valid = L.option_content(node, backend)
             fill = backend.nplike.full(values.shape[0], value, dtype=dtype)
             filled = backend.nplike.where(valid, values.astype(dtype, copy=False), fill)
             return C.NumpyArray(filled, parameters=node.content.parameters)
-        if _numbers(node):
+        if L.is_numbers(node):
             data = L.leaf_values(node, backend)
             return C.NumpyArray(data.astype(dtype, copy=False), parameters=node.parameters)
         raise NotNative(f"{type(node).__name__} at or above the filled axis")
 
     return wrap(walk(layout), array, highlevel=highlevel, behavior=behavior, attrs=attrs)
-
-
-def _numbers(node) -> bool:
-    return isinstance(node, C.NumpyArray) and len(node.inner_shape) == 0

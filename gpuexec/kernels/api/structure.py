@@ -156,7 +156,7 @@ class _Lists:
 def _take(content, index, backend):
     """``content._carry(index, allow_lazy=True)`` as awkward does it, with the gather of
     plain numbers done by the backend's (threaded) ``carry`` kernel."""
-    if isinstance(content, C.NumpyArray) and len(content.inner_shape) == 0:
+    if L.is_numbers(content):
         try:
             carry = backend.kernel("carry", content.dtype)
         except KernelNotFound:

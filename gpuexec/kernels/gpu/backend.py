@@ -237,18 +237,16 @@ class GPUBackend(Backend):
             funcs = self._family_modules[family] = self.runtime.module(unit)
         return funcs
 
-    def preload(self) -> int:
+    def preload(self) -> None:
         """Load every module of this backend's plan into the device now (from the disk
-        cache, compiling what is missing) instead of at each kernel's first call; returns
-        the number of modules. Workers call it at start so that their first chunk does
-        not pay for it."""
+        cache, compiling what is missing) instead of at each kernel's first call. Workers
+        call it at start so that their first chunk does not pay for it."""
         from gpuexec.kernels.gpu import families
 
         for op in S.OPS:
             self._functions(op)
         for family in families.FAMILIES:
             self.family_functions(family.name)
-        return len(S.OPS) + len(families.FAMILIES)
 
     def family_block(self, family: str) -> int:
         return self.plan.launch_of(family).block
