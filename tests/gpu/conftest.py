@@ -45,12 +45,17 @@ def gpu_backend_factory():
     """GPUBackend per strategy, created once per session (modules compile once). The
     strategy's own kernels run on every input: ``short_lists=0`` turns off the table's
     per-list mapping of short lists (which has its own test), so the test arrays, whose
-    lists are short, exercise the flattened kernels."""
+    lists are short, exercise the flattened kernels; "per-list" runs that mapping (the
+    tiled one-list-per-thread kernel) on every input instead."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     def make(strategy: str):
         if strategy not in _backends:
-            _backends[strategy] = GPUBackend(strategy=strategy, short_lists=0)
+            if strategy == "per-list":  # the per-list (tiled) mapping on every input
+                _backends[strategy] = GPUBackend(strategy="fused", short_lists=float("inf"),
+                                                 per_list="tiled")
+            else:
+                _backends[strategy] = GPUBackend(strategy=strategy, short_lists=0)
         return _backends[strategy]
 
     return make

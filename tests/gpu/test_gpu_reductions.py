@@ -1,5 +1,6 @@
 """Differential tests of the GPU reductions against awkward on the host: every public
-reduction x dtype x layout x strategy (split, fused, naive). Integers, counts, min/max and
+reduction x dtype x layout x strategy (split, fused, naive, and "per-list": the tiled
+one-list-per-thread kernel the flattened strategies use for short lists). Integers, counts, min/max and
 arg-reductions must be identical (values, types, option structure); float sum/prod agree
 within the summation error bound |got - want| <= n * eps * sum|x| (prod: n * eps * |want|)
 per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
@@ -20,7 +21,7 @@ from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random
 
 pytestmark = pytest.mark.gpu
 
-STRATEGIES = ["split", "fused", "naive"]
+STRATEGIES = ["split", "fused", "naive", "per-list"]
 FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzero", "any", "all"]
 
 
@@ -201,15 +202,16 @@ def test_strategies_launch_different_kernels(gpu_backend_factory):
     assert sum(seen["split"].values()) == 3 * sum(seen["fused"].values())
 
 
+@pytest.mark.parametrize("per_list", ["naive", "tiled"])
 @pytest.mark.parametrize("strategy", ["split", "fused"])
 @pytest.mark.parametrize("fname", ["sum", "argmax"])
-def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname):
-    """The table's short-list rule: the mean list length picks the mapping; both give
-    the same result as awkward."""
+def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, per_list):
+    """The table's short-list rule: the mean list length picks the mapping (and the row's
+    per-list kernel runs it); both give the same result as awkward."""
     from gpuexec.kernels.gpu import strategies as S
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    be = GPUBackend(strategy=strategy)
+    be = GPUBackend(strategy=strategy, per_list=per_list)
     threshold = be.plan.short_lists.get(fname, be.plan.short_lists.get("*", 0))
     assert threshold > 1
     rng = np.random.default_rng(3)
@@ -219,9 +221,9 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname):
         with gk.counting() as s:
             got = getattr(gk, fname)(ak.to_backend(host, "cuda"), axis=1, backend=be)
         launched = [k for k in s["kernels"] if k.startswith(f"gk_{fname}_")]
-        per_list = [k.endswith("_naive") for k in launched]
-        assert launched and all(per_list) == (mapping == "naive") and any(per_list) == all(per_list), (
-            mean, launched)
+        one_per_thread = [k.endswith(f"_{per_list}") for k in launched]
+        assert launched and all(one_per_thread) == (mapping == "naive"), (mean, launched)
+        assert any(one_per_thread) == all(one_per_thread), (mean, launched)
         if mapping != "naive":
             assert f"gk_{fname}_float64_{strategy}" in launched, launched
         want = getattr(ak, fname)(host, axis=1)

@@ -104,9 +104,10 @@ class PinnedStaging:
 
 
 class GPUBackend(Backend):
-    """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None)``.
+    """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None,
+    per_list=None)``.
 
-    ``strategy``/``launch``/``short_lists`` override the strategy table (tests and
+    ``strategy``/``launch``/``short_lists``/``per_list`` override the strategy table (tests and
     benchmarks run every strategy on the same device; ``short_lists=0`` keeps the
     flattened kernels on short lists too); ``vendor`` "cuda" or "hip" (default: the one
     present)."""
@@ -115,7 +116,7 @@ class GPUBackend(Backend):
 
     def __init__(self, vendor: str | None = None, strategy: str | None = None,
                  launch=None, device: int = 0, cache_dir: str | None = None,
-                 short_lists: float | None = None):
+                 short_lists: float | None = None, per_list: str | None = None):
         super().__init__()
         import cupy
 
@@ -129,7 +130,7 @@ class GPUBackend(Backend):
             cupy.empty(1)  # the runtime's primary context exists before the driver is used
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
-        self.plan = S.plan(self.device.arch, strategy, launch, short_lists)
+        self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}
@@ -243,8 +244,11 @@ class GPUBackend(Backend):
         call it at start so that their first chunk does not pay for it."""
         from gpuexec.kernels.gpu import families
 
+        per_list_plan = replace(self.plan, strategy=S.STRATEGIES["naive"])
         for op in S.OPS:
             self._functions(op)
+            if op.dtypes and self.plan.per_list(op.device, 1, 0):  # the op has a short-list rule
+                self._functions(op, per_list_plan)
         for family in families.FAMILIES:
             self.family_functions(family.name)
 
@@ -264,9 +268,9 @@ class GPUBackend(Backend):
         names = {r: f"gk_{op.device}_{dt}_{r}" for r in st.passes}
         names["partition"] = "gk_partition"
         resident = {}
-        # the per-list mapping for short lists (strategies.py): the naive unit's kernel
+        # the per-list mapping for short lists (strategies.py): a kernel of the naive unit
         per_list_plan = replace(self.plan, strategy=S.STRATEGIES["naive"])
-        per_list_name = f"gk_{op.device}_{dt}_naive"
+        per_list_name = f"gk_{op.device}_{dt}_{self.plan.per_list_kernel(op.device)}"
         per_list_block = per_list_plan.launch_of("naive", op.device).block
 
         def max_waves(fn):

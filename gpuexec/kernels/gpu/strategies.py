@@ -16,11 +16,15 @@ known without reading the data) is below the row's ``short_lists`` threshold for
 the flattened strategies map one thread per list instead (CUB's small-segment policy):
 a tile of flattened work then holds dozens of list boundaries and its ordered combine
 costs more than the per-list loop, which reads coalesced enough when lists are short.
+The row's ``per_list`` names, per op, the naive unit's kernel that does it: ``naive``
+(each thread reads its own list from global memory) or ``tiled`` (the block first stages
+its lists' content in shared memory with coalesced 128-bit loads).
 
 Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive``, ``GPUEXEC_GPU_LAUNCH``
 (``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``)
-and ``GPUEXEC_GPU_SHORT_LISTS`` (one threshold for every op; 0 = always flattened), or the
-same through ``GPUBackend(strategy=..., launch=..., short_lists=...)``.
+``GPUEXEC_GPU_SHORT_LISTS`` (one threshold for every op; 0 = always flattened) and
+``GPUEXEC_GPU_PER_LIST=naive|tiled``, or the same through
+``GPUBackend(strategy=..., launch=..., short_lists=..., per_list=...)``.
 
 ``compile_units(arch)`` lists every (source, defines) the runtime may compile for an
 architecture with the extern "C" kernels each defines and what the strategy promises about
@@ -111,6 +115,12 @@ class ArchRow:
     # op -> mean list length below which flattened strategies reduce one list per thread
     # ("*": every other op); measured by benchmarks/gpu_reduce.py
     short_lists: dict = field(default_factory=dict)
+    # op -> the naive unit's kernel for short lists (PER_LIST_KERNELS; "*": every other op)
+    per_list: dict = field(default_factory=lambda: {"*": "naive"})
+
+
+# the per-list kernels of the naive unit (role names in its compile unit)
+PER_LIST_KERNELS = ("naive", "tiled")
 
 
 # The table. First matching row wins.
@@ -131,7 +141,11 @@ ARCHES: tuple[ArchRow, ...] = (
              "naive": Launch(256, 64, 8)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
             # length 5, 3x slower at mean length 108 (gpu_reduce.json)
-            {"argmin": 16, "argmax": 16, "*": 8}),
+            {"argmin": 16, "argmax": 16, "*": 8},
+            # H200, 100M float64 in Poisson(5) lists (gpu_reduce.json): tiled sum 91.5 %
+            # and prod 91.4 % of copy bandwidth vs naive 86.5 / 85.1; tiled is slower for
+            # min/max (82.9 vs 84.8), count_nonzero (89.5 vs 91.5), argmin (64.9 vs 74.9)
+            {"sum": "tiled", "prod": "tiled", "*": "naive"}),
 )
 
 
@@ -168,6 +182,7 @@ class Plan:
     strategy: Strategy
     launch: dict  # role -> Launch
     short_lists: dict = field(default_factory=dict)  # op -> mean list length threshold
+    per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op -> role
 
     def per_list(self, op: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy reduces these lists one per thread instead."""
@@ -175,6 +190,10 @@ class Plan:
             return False
         below = self.short_lists.get(op, self.short_lists.get("*", 0))
         return n_elements < below * n_lists
+
+    def per_list_kernel(self, op: str) -> str:
+        """The naive unit's kernel (role) that reduces ``op`` one list per thread."""
+        return self.per_list_kernels.get(op, self.per_list_kernels.get("*", "naive"))
 
     def launch_of(self, role: str, op: str | None = None) -> Launch:
         """The launch configuration of ``role`` (``"role:op"`` rows override per op)."""
@@ -191,7 +210,7 @@ class Plan:
 
 
 def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None,
-         short_lists: float | None = None) -> Plan:
+         short_lists: float | None = None, per_list: str | None = None) -> Plan:
     """The strategy and launch configuration for ``arch`` after overrides (argument, then
     environment, then the table)."""
     row = arch_row(arch)
@@ -212,7 +231,12 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
         overrides.setdefault(role, {}).update(fields)
     for role, fields in overrides.items():
         configs[role] = replace(configs.get(role, Launch()), **fields)
-    return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds)
+    per_list = per_list or os.environ.get("GPUEXEC_GPU_PER_LIST")
+    kernels = dict(row.per_list) if not per_list else {"*": per_list}
+    for kernel in kernels.values():
+        if kernel not in PER_LIST_KERNELS:
+            raise ValueError(f"unknown per-list kernel {kernel!r}; known: {', '.join(PER_LIST_KERNELS)}")
+    return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels)
 
 
 @dataclass
@@ -237,6 +261,11 @@ def kernel_names(op: Op, strategy: Strategy) -> dict[str, list[str]]:
             roles[role] = ["gk_partition"]
         else:
             roles[role] = [f"gk_{op.device}_{dt}_{role}" for dt in op.dtypes]
+    if strategy.name == "naive":
+        # the other per-list kernel the flattened strategies may use for short lists (one
+        # list per thread, the block's content staged through shared memory); "naive"
+        # itself stays the direct port the benchmarks compare with
+        roles["tiled"] = [f"gk_{op.device}_{dt}_tiled" for dt in op.dtypes]
     return roles
 
 
@@ -260,8 +289,8 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
             pr = set()
             if p.wave == 64:
                 pr.add("wave64")
-            if st.vec_bytes == 16 and st.flatten and role in ("split", "fused"):
-                pr.add("vector_load_128")
+            if (st.vec_bytes == 16 and st.flatten and role in ("split", "fused")) or role == "tiled":
+                pr.add("vector_load_128")  # the tiled kernel stages content with 128-bit loads
             promises[name] = pr
     return CompileUnit(REDUCE_SOURCE, defines, kernels, promises, st.name, op.contract)
 
