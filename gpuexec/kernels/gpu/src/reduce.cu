@@ -386,6 +386,14 @@ __device__ __forceinline__ range_result<Op, T> walk_range(
       if (full || (a >= qlo && a < qhi)) acc = op.combine(acc, op.leaf(v[j], a, head));
     }
 
+    if (p_next == p) {
+      // No list starts in this tile (inside a long list): the whole tile continues the
+      // open run; a plain ordered wave reduction replaces the segmented scan.
+      carry = op.combine(carry, wave_reduce<Op>(op, acc));
+#pragma unroll
+      for (int j = 0; j < ITEMS; ++j) v[j] = nv[j];
+      continue;
+    }
     // Segmented scan across lanes: the run open before each lane (id -1: the carry).
     int iid = cur;
     A iacc = acc;
