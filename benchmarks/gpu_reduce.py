@@ -89,10 +89,11 @@ def main() -> None:
 
     def backend_of(label: str) -> GPUBackend:
         if label == "tiled":
-            return GPUBackend(strategy="fused", short_lists=float("inf"), per_list="tiled")
+            return GPUBackend(strategy="fused", short_lists=float("inf"),
+                              per_list_kernel="tiled")
         return GPUBackend(strategy=label.split("-")[0],
                           short_lists=0 if label.endswith("-flat") else None,
-                          per_list="tiled" if label.endswith("-tiled") else None)
+                          per_list_kernel="tiled" if label.endswith("-tiled") else None)
 
     backends = {s: backend_of(s) for s in STRATEGIES}
     default = GPUBackend()

@@ -36,16 +36,18 @@ def test_short_list_rule_overrides(monkeypatch):
 
 def test_per_list_kernel_choice(monkeypatch):
     p = S.plan("sm_90")
-    row = S.arch_row("sm_90").per_list
+    row = S.arch_row("sm_90").per_list_kernels
     assert p.per_list_kernel("sum") == row.get("sum", row["*"])
     assert p.per_list_kernel("min") == row.get("min", row["*"])
     assert S.plan("gfx90a").per_list_kernel("sum") == "naive"  # not measured on AMD: the plain port
-    assert {S.plan("sm_90", per_list="tiled").per_list_kernel(op) for op in ("sum", "argmax")} == {"tiled"}
-    monkeypatch.setenv("GPUEXEC_GPU_PER_LIST", "tiled")
+    tiled = S.plan("sm_90", per_list_kernel="tiled")
+    assert {tiled.per_list_kernel(op) for op in ("sum", "argmax")} == {"tiled"}
+    monkeypatch.setenv("GPUEXEC_GPU_PER_LIST_KERNEL", "tiled")
     assert S.plan("gfx90a").per_list_kernel("min") == "tiled"
-    assert S.plan("gfx90a", per_list="naive").per_list_kernel("min") == "naive"  # argument first
+    # the argument before the environment
+    assert S.plan("gfx90a", per_list_kernel="naive").per_list_kernel("min") == "naive"
     with pytest.raises(ValueError, match="per-list kernel"):
-        S.plan("sm_90", per_list="warp")
+        S.plan("sm_90", per_list_kernel="warp")
     # every per-list kernel is compiled (and gated) in the naive unit
     naive = S.kernel_names(S.OPS_BY_CONTRACT["reduce_sum"], S.STRATEGIES["naive"])
     assert set(naive) == set(S.PER_LIST_KERNELS)

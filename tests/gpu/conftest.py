@@ -53,7 +53,7 @@ def gpu_backend_factory():
         if strategy not in _backends:
             if strategy == "per-list":  # the per-list (tiled) mapping on every input
                 _backends[strategy] = GPUBackend(strategy="fused", short_lists=float("inf"),
-                                                 per_list="tiled")
+                                                 per_list_kernel="tiled")
             else:
                 _backends[strategy] = GPUBackend(strategy=strategy, short_lists=0)
         return _backends[strategy]

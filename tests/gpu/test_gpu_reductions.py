@@ -1,9 +1,9 @@
 """Differential tests of the GPU reductions against awkward on the host: every public
 reduction x dtype x layout x strategy (split, fused, naive, and "per-list": the tiled
-one-list-per-thread kernel the flattened strategies use for short lists). Integers, counts, min/max and
-arg-reductions must be identical (values, types, option structure); float sum/prod agree
-within the summation error bound |got - want| <= n * eps * sum|x| (prod: n * eps * |want|)
-per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
+one-list-per-thread kernel the flattened strategies may use for short lists). Integers,
+counts, min/max and arg-reductions must be identical (values, types, option structure);
+float sum/prod agree within the summation error bound |got - want| <= n * eps * sum|x|
+(prod: n * eps * |want|) per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
 products can leave the normal range) are compared for NaN-ness only."""
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
     from gpuexec.kernels.gpu import strategies as S
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    be = GPUBackend(strategy=strategy, per_list=per_list)
+    be = GPUBackend(strategy=strategy, per_list_kernel=per_list)
     threshold = be.plan.short_lists.get(fname, be.plan.short_lists.get("*", 0))
     assert threshold > 1
     rng = np.random.default_rng(3)

@@ -105,10 +105,10 @@ class PinnedStaging:
 
 class GPUBackend(Backend):
     """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None,
-    per_list=None)``.
+    per_list_kernel=None)``.
 
-    ``strategy``/``launch``/``short_lists``/``per_list`` override the strategy table (tests and
-    benchmarks run every strategy on the same device; ``short_lists=0`` keeps the
+    ``strategy``/``launch``/``short_lists``/``per_list_kernel`` override the strategy table
+    (tests and benchmarks run every strategy on the same device; ``short_lists=0`` keeps the
     flattened kernels on short lists too); ``vendor`` "cuda" or "hip" (default: the one
     present)."""
 
@@ -116,7 +116,7 @@ class GPUBackend(Backend):
 
     def __init__(self, vendor: str | None = None, strategy: str | None = None,
                  launch=None, device: int = 0, cache_dir: str | None = None,
-                 short_lists: float | None = None, per_list: str | None = None):
+                 short_lists: float | None = None, per_list_kernel: str | None = None):
         super().__init__()
         import cupy
 
@@ -130,7 +130,7 @@ class GPUBackend(Backend):
             cupy.empty(1)  # the runtime's primary context exists before the driver is used
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
-        self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list)
+        self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list_kernel)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}

@@ -16,15 +16,15 @@ known without reading the data) is below the row's ``short_lists`` threshold for
 the flattened strategies map one thread per list instead (CUB's small-segment policy):
 a tile of flattened work then holds dozens of list boundaries and its ordered combine
 costs more than the per-list loop, which reads coalesced enough when lists are short.
-The row's ``per_list`` names, per op, the naive unit's kernel that does it: ``naive``
+The row's ``per_list_kernels`` names, per op, the naive unit's kernel that does it: ``naive``
 (each thread reads its own list from global memory) or ``tiled`` (the block first stages
 its lists' content in shared memory with coalesced 128-bit loads).
 
 Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive``, ``GPUEXEC_GPU_LAUNCH``
 (``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``)
 ``GPUEXEC_GPU_SHORT_LISTS`` (one threshold for every op; 0 = always flattened) and
-``GPUEXEC_GPU_PER_LIST=naive|tiled``, or the same through
-``GPUBackend(strategy=..., launch=..., short_lists=..., per_list=...)``.
+``GPUEXEC_GPU_PER_LIST_KERNEL=naive|tiled``, or the same through
+``GPUBackend(strategy=..., launch=..., short_lists=..., per_list_kernel=...)``.
 
 ``compile_units(arch)`` lists every (source, defines) the runtime may compile for an
 architecture with the extern "C" kernels each defines and what the strategy promises about
@@ -116,7 +116,7 @@ class ArchRow:
     # ("*": every other op); measured by benchmarks/gpu_reduce.py
     short_lists: dict = field(default_factory=dict)
     # op -> the naive unit's kernel for short lists (PER_LIST_KERNELS; "*": every other op)
-    per_list: dict = field(default_factory=lambda: {"*": "naive"})
+    per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})
 
 
 # the per-list kernels of the naive unit (role names in its compile unit)
@@ -210,7 +210,7 @@ class Plan:
 
 
 def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None,
-         short_lists: float | None = None, per_list: str | None = None) -> Plan:
+         short_lists: float | None = None, per_list_kernel: str | None = None) -> Plan:
     """The strategy and launch configuration for ``arch`` after overrides (argument, then
     environment, then the table)."""
     row = arch_row(arch)
@@ -231,11 +231,12 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
         overrides.setdefault(role, {}).update(fields)
     for role, fields in overrides.items():
         configs[role] = replace(configs.get(role, Launch()), **fields)
-    per_list = per_list or os.environ.get("GPUEXEC_GPU_PER_LIST")
-    kernels = dict(row.per_list) if not per_list else {"*": per_list}
+    chosen = per_list_kernel or os.environ.get("GPUEXEC_GPU_PER_LIST_KERNEL")
+    kernels = dict(row.per_list_kernels) if not chosen else {"*": chosen}
     for kernel in kernels.values():
         if kernel not in PER_LIST_KERNELS:
-            raise ValueError(f"unknown per-list kernel {kernel!r}; known: {', '.join(PER_LIST_KERNELS)}")
+            raise ValueError(f"unknown per-list kernel {kernel!r}; "
+                             f"known: {', '.join(PER_LIST_KERNELS)}")
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels)
 
 
@@ -289,8 +290,10 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
             pr = set()
             if p.wave == 64:
                 pr.add("wave64")
-            if (st.vec_bytes == 16 and st.flatten and role in ("split", "fused")) or role == "tiled":
-                pr.add("vector_load_128")  # the tiled kernel stages content with 128-bit loads
+            flat_pass = st.flatten and role in ("split", "fused")
+            # the tiled per-list kernel stages its lists' content with 128-bit loads
+            if (st.vec_bytes == 16 and flat_pass) or role == "tiled":
+                pr.add("vector_load_128")
             promises[name] = pr
     return CompileUnit(REDUCE_SOURCE, defines, kernels, promises, st.name, op.contract)
 
