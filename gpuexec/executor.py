@@ -42,6 +42,7 @@ import functools
 import logging
 import os
 import pickle
+import queue
 import time
 import warnings
 from dataclasses import dataclass, fields
@@ -537,7 +538,7 @@ class _Submitted:
     indices: tuple
     pool: str
     future: Any
-    timing: Any
+    timing: Any  # the future of its runs (the task's own future when no policy needs them)
 
 
 @dataclass
@@ -933,6 +934,9 @@ class _Loop:
         self.missing_since: dict[str, float] = {}
         self.progress = None
         self._tasks = 0
+        # completed watched futures, put by their done callbacks (O(1) per completion; a
+        # wait over every future in flight per completion cost the client a core share)
+        self.completed: queue.SimpleQueue = queue.SimpleQueue()
         merge_pool = pools[self.cpu[0]] if self.cpu else pools[self.gpu[0]]
         self.merge_resources = merge_pool.task_resources_dict()
 
@@ -1008,12 +1012,19 @@ class _Loop:
                 priority=self.ex.priority,
                 retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
             )
-            timings = self.client.map(_timing_of, futures, pure=False,
-                                      key=[f"timing-{k}" for k in keys_],
-                                      priority=self.ex.priority + 1)
+            if self.policy is None:
+                # one pool: nothing needs a task's runs before the end (they come with the
+                # merged output), so the loop watches the chunk futures themselves; a timing
+                # task per chunk cost a quarter of a 40-chunk run on 2 cores
+                timings = futures
+            else:
+                timings = self.client.map(_timing_of, futures, pure=False,
+                                          key=[f"timing-{k}" for k in keys_],
+                                          priority=self.ex.priority + 1)
         for group, future, timing in zip(groups, futures, timings):
             self.in_flight[timing.key] = _Submitted(group, pool, future, timing)
             self.chunks_in_flight += len(group)
+            timing.add_done_callback(self.completed.put)
         if self.progress is not None:
             self.progress.placed(pool, sum(map(len, groups)))
 
@@ -1126,20 +1137,24 @@ class _Loop:
                                          "before its output was merged")
 
     # ------------------------------------------------------------------ the loop
-    def run(self):
-        from distributed.client import FIRST_COMPLETED, _wait
+    def _completed(self, timeout: float) -> list:
+        """Watched futures that completed (waiting up to ``timeout`` for the first); a
+        future cancelled or already handled is skipped by the caller."""
+        try:
+            done = [self.completed.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                done.append(self.completed.get_nowait())
+            except queue.Empty:
+                return done
 
+    def run(self):
         self._refill()
         last_check = 0.0
         while self.in_flight or self.moving:
-            watched = [s.timing for s in self.in_flight.values()]
-            watched += [copy for copy, _ in self.moving.values()]
-            try:
-                done, _ = self.client.sync(_wait, watched, timeout=1.0,
-                                           return_when=FIRST_COMPLETED)
-            except TimeoutError:
-                done = ()
-            for timing in done:
+            for timing in self._completed(timeout=1.0):
                 if timing.key in self.moving:
                     copy, sub = self.moving.pop(timing.key)
                     if copy.status == "error":  # the GPU worker's output was lost: re-run
@@ -1158,15 +1173,15 @@ class _Loop:
                 if timing.status == "cancelled":
                     raise ChunkError(f"{describe_item(self.items[sub.indices[0]])}: its task "
                                      "was cancelled")
-                runs = timing.result()
                 if self.policy is not None:
-                    for indices, _worker, _units, seconds, _r, _t in runs:
+                    for indices, _worker, _units, seconds, _r, _t in timing.result():
                         self.policy.observe(list(indices), seconds)
                 if sub.pool in self.gpu and self.cpu:
                     # its output moves to a CPU worker at once: a GPU worker that dies later
                     # takes no result with it (Dask could only recompute it on a GPU)
                     copy = self._submit_merges([[sub.future]], 0)[0]
                     self.moving[copy.key] = (copy, sub)
+                    copy.add_done_callback(self.completed.put)
                 else:
                     self._collect(sub.future, sub.indices)
                 if self.progress is not None:
