@@ -376,11 +376,13 @@ class _Task:
     worker crash) is retried by the executor on a CPU worker, where the retries and the
     skip rule of coffea's ``Runner`` apply."""
 
-    def __init__(self, function, compression, backends: dict[str, str], gpu_pools=()):
+    def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
+                 report_runs: bool = False):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         self.compression = compression
         self.backends = backends  # pool -> kernel backend its tasks run under
         self.gpu_pools = frozenset(gpu_pools)
+        self.report_runs = report_runs  # send each task's runs to the client as it ends
 
     def _work(self, pool: str, timings: _Timings):
         """The work function for ``pool``: Runner's, with the processor's events staged
@@ -443,9 +445,10 @@ class _Task:
                                                   for i in indices], [])
         units = _units(item, out)
         value, packed = _pack(out, self.compression)
-        return _Partial(value, packed, _split_units(indices, part_units, units), [], [],
-                        [(tuple(indices), _worker_name(), units, seconds, timings.read,
-                          timings.transfer)])
+        runs = [(tuple(indices), _worker_name(), units, seconds, timings.read, timings.transfer)]
+        if self.report_runs:
+            _report_runs(runs)
+        return _Partial(value, packed, _split_units(indices, part_units, units), [], [], runs)
 
 
 def _split_units(indices, part_units, units: int) -> dict:
@@ -474,6 +477,32 @@ def _timing_of(part: _Partial) -> list:
     """The small part of a task's output the client needs as it completes (placement
     feedback, progress); runs where the output is."""
     return part.runs
+
+
+# A task's runs reach the client as a worker event on this topic, ahead of the task's own
+# completion (the worker and the scheduler send both down the same ordered streams), so the
+# placement policy learns each task's time without a task and a fetch per chunk.
+RUNS_TOPIC = "gpuexec-runs"
+_reported_runs: dict = {}  # task key -> runs, filled by the client's event handler
+_watching: set = set()  # run tokens of this process's runs in progress (other clients' runs
+#                         on a shared cluster send events on the same topic)
+
+
+def _report_runs(runs: list) -> None:
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # not on a worker (a direct call)
+        return
+    worker.log_event(RUNS_TOPIC, {"key": worker.get_current_task(), "runs": runs})
+
+
+def _store_runs(event) -> None:
+    _timestamp, msg = event
+    key = str(msg["key"])
+    if any(run in key for run in _watching):
+        _reported_runs[key] = msg["runs"]
 
 
 def _merge(parts: list[_Partial], compression) -> _Partial:
@@ -538,7 +567,6 @@ class _Submitted:
     indices: tuple
     pool: str
     future: Any
-    timing: Any  # the future of its runs (the task's own future when no policy needs them)
 
 
 @dataclass
@@ -783,7 +811,7 @@ class GPUExecutor(ExecutorBase):
         # per batch of tasks sent to a worker. (As a future it would be a dependency, and
         # Dask places tasks where their dependencies are: all on one worker.)
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
-                     [n for n, p in pools.items() if p.is_gpu])
+                     [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None)
         loop = _Loop(self, client, pools, items, labels, run, task, policy)
         progress = None
         if self.status:
@@ -918,7 +946,7 @@ class _Loop:
         self.limit = max(1, int(round(ex.window * self.slots)))
         self.pending = list(range(len(items)))[::-1]  # stack: pop() gives the next chunk
         self.pending_units = sum(_expected_units(item) for item in items)
-        self.in_flight: dict = {}  # timing future key -> _Submitted
+        self.in_flight: dict = {}  # task key -> _Submitted
         self.chunks_in_flight = 0
         self.levels: list[list] = []  # the reduction tree's open levels (futures)
         self.ready: dict = {}  # first chunk index -> (output future, its chunk indices)
@@ -1012,19 +1040,13 @@ class _Loop:
                 priority=self.ex.priority,
                 retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
             )
-            if self.policy is None:
-                # one pool: nothing needs a task's runs before the end (they come with the
-                # merged output), so the loop watches the chunk futures themselves; a timing
-                # task per chunk cost a quarter of a 40-chunk run on 2 cores
-                timings = futures
-            else:
-                timings = self.client.map(_timing_of, futures, pure=False,
-                                          key=[f"timing-{k}" for k in keys_],
-                                          priority=self.ex.priority + 1)
-        for group, future, timing in zip(groups, futures, timings):
-            self.in_flight[timing.key] = _Submitted(group, pool, future, timing)
+        # the loop watches the chunk futures themselves: the placement policy gets a task's
+        # runs from its worker event (RUNS_TOPIC); a timing task per chunk cost a quarter of
+        # a 40-chunk run on 2 cores
+        for group, future in zip(groups, futures):
+            self.in_flight[future.key] = _Submitted(group, pool, future)
             self.chunks_in_flight += len(group)
-            timing.add_done_callback(self.completed.put)
+            future.add_done_callback(self.completed.put)
         if self.progress is not None:
             self.progress.placed(pool, sum(map(len, groups)))
 
@@ -1127,7 +1149,7 @@ class _Loop:
                 if sub.pool == name:
                     del self.in_flight[key]
                     self.chunks_in_flight -= len(sub.indices)
-                    self.client.cancel([sub.future, sub.timing])
+                    self.client.cancel([sub.future])
                     self._fall_back(sub, f"the {name} pool lost its last worker")
             for key, (copy, sub) in list(self.moving.items()):
                 if sub.pool == name:
@@ -1150,31 +1172,51 @@ class _Loop:
             except queue.Empty:
                 return done
 
+    def _runs_of(self, future) -> list:
+        """A completed task's runs: from its worker event, or (should the event be late or
+        lost) fetched by a small task where its output is."""
+        runs = _reported_runs.pop(str(future.key), None)
+        if runs is None:
+            runs = self.client.submit(_timing_of, future, pure=False,
+                                      priority=self.ex.priority + 1).result()
+        return runs
+
     def run(self):
+        if self.policy is not None:
+            _watching.add(self.run_token)
+            self.client.subscribe_topic(RUNS_TOPIC, _store_runs)
+        try:
+            return self._run()
+        finally:
+            _watching.discard(self.run_token)
+            for key in [k for k in _reported_runs if self.run_token in k]:
+                _reported_runs.pop(key, None)
+
+    def _run(self):
         self._refill()
         last_check = 0.0
         while self.in_flight or self.moving:
-            for timing in self._completed(timeout=1.0):
-                if timing.key in self.moving:
-                    copy, sub = self.moving.pop(timing.key)
+            for done in self._completed(timeout=1.0):
+                if done.key in self.moving:
+                    copy, sub = self.moving.pop(done.key)
                     if copy.status == "error":  # the GPU worker's output was lost: re-run
                         self._fall_back(sub, "its output could not be moved off the GPU "
                                              f"worker ({_reason(copy.exception())})")
                         continue
                     self._collect(copy, sub.indices)
                     continue
-                sub = self.in_flight.pop(timing.key, None)
+                sub = self.in_flight.pop(done.key, None)
                 if sub is None:
                     continue
                 self.chunks_in_flight -= len(sub.indices)
-                if timing.status == "error":
-                    self._failed(sub, timing.exception())
+                if done.status == "error":
+                    self._failed(sub, done.exception())
                     continue
-                if timing.status == "cancelled":
+                if done.status == "cancelled":
                     raise ChunkError(f"{describe_item(self.items[sub.indices[0]])}: its task "
                                      "was cancelled")
                 if self.policy is not None:
-                    for indices, _worker, _units, seconds, _r, _t in timing.result():
+                    for indices, _worker, _units, seconds, _r, _t in self._runs_of(sub.future):
                         self.policy.observe(list(indices), seconds)
                 if sub.pool in self.gpu and self.cpu:
                     # its output moves to a CPU worker at once: a GPU worker that dies later
@@ -1193,7 +1235,7 @@ class _Loop:
         return self._finish_tree()
 
     def cancel(self) -> None:
-        futures = [f for s in self.in_flight.values() for f in (s.future, s.timing)]
+        futures = [s.future for s in self.in_flight.values()]
         futures += [copy for copy, _ in self.moving.values()]
         try:
             self.client.cancel(futures + self.outputs)

@@ -195,6 +195,51 @@ def test_gpu_pool_run_matches_iterative_with_decisions_and_merges(executor, tt_r
     assert set(call.timing()) == {"cpu", "gpu"}
 
 
+def _count_runs_sources(monkeypatch) -> dict:
+    """Counts where the loop found each completed task's runs: the worker event or a fetch."""
+    import gpuexec.executor as executor_module
+
+    seen = {"event": 0, "fetch": 0}
+    runs_of = executor_module._Loop._runs_of
+
+    def counted(loop, future):
+        seen["event" if str(future.key) in executor_module._reported_runs else "fetch"] += 1
+        return runs_of(loop, future)
+
+    monkeypatch.setattr(executor_module._Loop, "_runs_of", counted)
+    return seen
+
+
+def _tasks(ex) -> int:
+    """Tasks of the last processing call: merged GPU tasks count once."""
+    runs = ex.report.processing.runs
+    return len({r.task for r in runs if r.task is not None}) + sum(r.task is None for r in runs)
+
+
+def test_the_policy_gets_each_tasks_runs_by_worker_event(executor, tt_reference, monkeypatch):
+    import gpuexec.executor as executor_module
+
+    seen = _count_runs_sources(monkeypatch)
+    ex = executor.copy(probe=2)
+    out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+    assert_same_output(out, tt_reference)
+    assert seen["fetch"] == 0 and seen["event"] == _tasks(ex), (seen, _tasks(ex))
+    assert all(d["actual_seconds"] is not None for d in ex.placement.decisions())
+    assert not executor_module._reported_runs and not executor_module._watching  # cleaned up
+
+
+def test_a_lost_runs_event_is_fetched_instead(executor, tt_reference, monkeypatch):
+    import gpuexec.executor as executor_module
+
+    seen = _count_runs_sources(monkeypatch)
+    monkeypatch.setattr(executor_module, "_store_runs", lambda event: None)  # events dropped
+    ex = executor.copy(probe=2)
+    out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+    assert_same_output(out, tt_reference)
+    assert seen["event"] == 0 and seen["fetch"] == _tasks(ex), (seen, _tasks(ex))
+    assert all(d["actual_seconds"] is not None for d in ex.placement.decisions())
+
+
 def test_a_chunk_failing_on_the_gpu_pool_is_retried_on_a_cpu_worker(executor, tt_reference):
     ex = executor.copy(probe=3)
     out = runner(ex, chunksize=20)({"TT": [TT]}, OOMOnGPU(), treename="Events")
