@@ -6,7 +6,10 @@ predicted finish time is earlier than the CPU pool's; otherwise to the CPU pool.
 chunks are assigned as others complete (``assign(..., backlog_events=...)``, windowed
 submission), a pool with a slot idle now takes the chunk if it finishes it before the
 predicted end of all remaining work, so that the fastest pool's short queue does not
-leave the other pool idle.
+leave the other pool idle. Below the crossover that holds for a GPU pool too: slower per
+chunk than a CPU slot, an idle GPU slot that finishes the chunk before the run's end
+shortens the run (ADL Q8 on the H200 host: a GPU chunk took 0.5 s, a CPU chunk 0.2 s, and
+the one GPU worker of the default pools sat idle on its cores).
 
 Each pool is modelled by its slots (chunks it runs at once: workers x tasks per worker),
 a cost model ``seconds = fixed + events / throughput`` per slot, and a queue (per slot,
@@ -459,12 +462,14 @@ class Placement:
         cpus = [n for n in names if self.pools[n].kind == CPU]
         gpus = [n for n in names if self.pools[n].kind == GPU]
         eligible = [g for g in gpus if events >= self.crossover(g)]
+        helpers: list[str] = []  # pools slower for this chunk that may still take it when idle
         if not cpus:
             candidates, why = gpus, "no CPU pool"
         elif not gpus:
             candidates, why = cpus, "no GPU pool"
         elif not eligible:
             candidates, why = cpus, "below crossover"
+            helpers = gpus
         else:
             candidates, why = cpus + eligible, None
         if self.explore and self._log_scale is not None:
@@ -484,13 +489,18 @@ class Placement:
                 candidates = room
                 if len(room) == 1:
                     return room[0], (why or "above crossover") + ", the other pools unmeasured and full"
-        plan = {n: self._finish(n, events, now) for n in candidates}  # (finish, start, s, slot)
-        if backlog_events > 0 and len(candidates) > 1:
+        # (finish, start, seconds, slot) per pool
+        plan = {n: self._finish(n, events, now) for n in candidates + helpers}
+        if backlog_events > 0 and len(candidates + helpers) > 1:
             # more chunks will follow: a slot idle now takes this one if it finishes it
             # before the whole run is predicted to end (else windowed submission would
-            # keep feeding the fastest pool and leave the others idle)
-            end = self._fluid_end(backlog_events + events, candidates, now, events)
-            idle = [n for n in candidates if plan[n][1] <= now and plan[n][0] <= end]
+            # keep feeding the fastest pool and leave the others idle). Below the crossover
+            # that includes the GPU pools: slower per chunk than a CPU slot, but an idle one
+            # that finishes the chunk before the run's end shortens the run instead of
+            # holding its cores idle
+            pools = candidates + helpers
+            end = self._fluid_end(backlog_events + events, pools, now, events)
+            idle = [n for n in pools if plan[n][1] <= now and plan[n][0] <= end]
             if idle:
                 best = min(idle, key=lambda n: plan[n][0])
                 return best, (why or "above crossover") + ", idle slot finishing before the predicted end"
