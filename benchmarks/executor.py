@@ -11,7 +11,9 @@ The input is generated inside the run (examples/make_sample.py, zlib:1). Prints 
 table and writes benchmarks/results/executor.json with the machine named. Each
 executor (and its cluster) is started once for all the queries; each timed run follows
 a warm-up over one chunk per core. ``--queries 1,2,3,4`` then ``--queries 5,6,7,8
---previous <first JSON>`` splits the run over two device calls (same seed, same file).
+--previous <first JSON>`` splits the run over two device calls (same seed, same file);
+``--executor-budget SECONDS`` bounds each executor's share of a call (a query left when it
+is spent is recorded as not run: coffea's FuturesExecutor once took a whole call's share).
 """
 
 from __future__ import annotations
@@ -97,6 +99,10 @@ def main(argv=None) -> int:
     parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures")
     parser.add_argument("--file", default=None, help="reuse this sample instead of generating")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
+    parser.add_argument("--executor-budget", type=float, default=None, metavar="SECONDS",
+                        help="wall time per executor; queries left when it is spent are "
+                             "recorded as not run (one slow executor no longer starves the "
+                             "others of a device call's time)")
     parser.add_argument("--previous", default=None,
                         help="JSON of an earlier run (other queries, same machine and input) "
                              "to merge: device time comes in 30-minute sessions")
@@ -150,6 +156,11 @@ def main(argv=None) -> int:
                 warm += ((args.gpu_workers or 1) * args.gpu_threads
                          * (args.gpu_merge or GPUExecutor.gpu_merge))
             for number in queries:
+                spent = time.perf_counter() - start
+                if args.executor_budget is not None and spent > args.executor_budget:
+                    rows[number][name] = {"not_run": f"executor budget of "
+                                                     f"{args.executor_budget:.0f} s spent"}
+                    continue
                 run_query(ex, number, path, chunksize, maxchunks=warm)
                 seconds, out = run_query(ex, number, path, chunksize)
                 entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds}
@@ -166,7 +177,8 @@ def main(argv=None) -> int:
               flush=True)
         save(args.out, results)  # what is measured survives a run cut short
     for number, row in rows.items():
-        if {"placement", "all-cpu", "all-gpu"} <= set(row):
+        measured = {k for k, v in row.items() if isinstance(v, dict) and "makespan" in v}
+        if {"placement", "all-cpu", "all-gpu"} <= measured:
             best = min(row["all-cpu"]["makespan"], row["all-gpu"]["makespan"])
             row["placement_vs_best_single"] = row["placement"]["makespan"] / best
         print_row(f"Q{number}", row)
@@ -181,15 +193,17 @@ def save(path: str, results: dict) -> None:
 
 
 def print_row(name: str, row: dict) -> None:
-    rates = "  ".join(f"{k} {v['events_per_s'] / 1e6:6.3f}" for k, v in row.items()
-                      if isinstance(v, dict) and "events_per_s" in v)
-    print(f"{name}: M events/s  {rates}")
-    coffea_best = max((row[k]["events_per_s"] for k in ("dask", "futures") if k in row),
+    ran = {k: v for k, v in row.items() if isinstance(v, dict) and "events_per_s" in v}
+    rates = "  ".join(f"{k} {v['events_per_s'] / 1e6:6.3f}" for k, v in ran.items())
+    skipped = [f"{k} ({v['not_run']})" for k, v in row.items()
+               if isinstance(v, dict) and "not_run" in v]
+    print(f"{name}: M events/s  {rates}" + (f"  not run: {', '.join(skipped)}" if skipped else ""))
+    coffea_best = max((ran[k]["events_per_s"] for k in ("dask", "futures") if k in ran),
                       default=None)
-    if coffea_best and "placement" in row:
+    if coffea_best and "placement" in ran:
         print(f"    GPUExecutor / best coffea CPU executor: "
               f"{row['placement']['events_per_s'] / coffea_best:.2f}x")
-    if "placement" in row:
+    if "placement" in ran:
         for pool, t in row["placement"]["timing"].items():
             total = (t["read"] + t["transfer"] + t["compute"]) or 1.0
             print(f"    {pool}: {t['events']:,} events; read {t['read']:.2f} s "
