@@ -489,16 +489,15 @@ class Placement:
                 candidates = room
                 if len(room) == 1:
                     return room[0], (why or "above crossover") + ", the other pools unmeasured and full"
-        # (finish, start, seconds, slot) per pool
-        plan = {n: self._finish(n, events, now) for n in candidates + helpers}
-        if backlog_events > 0 and len(candidates + helpers) > 1:
+        pools = candidates + helpers
+        plan = {n: self._finish(n, events, now) for n in pools}  # (finish, start, s, slot)
+        if backlog_events > 0 and len(pools) > 1:
             # more chunks will follow: a slot idle now takes this one if it finishes it
             # before the whole run is predicted to end (else windowed submission would
             # keep feeding the fastest pool and leave the others idle). Below the crossover
             # that includes the GPU pools: slower per chunk than a CPU slot, but an idle one
             # that finishes the chunk before the run's end shortens the run instead of
             # holding its cores idle
-            pools = candidates + helpers
             end = self._fluid_end(backlog_events + events, pools, now, events)
             idle = [n for n in pools if plan[n][1] <= now and plan[n][0] <= end]
             if idle:
