@@ -30,8 +30,11 @@ OPS = [("sum", "reduce_sum"), ("prod", "reduce_prod"), ("min", "reduce_min"),
        ("max", "reduce_max"), ("count_nonzero", "reduce_countnonzero"),
        ("argmin", "reduce_argmin"), ("argmax", "reduce_argmax")]
 # "<strategy>-flat": the flattened kernels on every input; "<strategy>-tiled": as shipped
-# but short lists reduced by the tiled per-list kernel; "tiled": that kernel on every input
-STRATEGIES = ["split", "fused", "split-flat", "fused-flat", "fused-tiled", "tiled", "naive"]
+# but short lists reduced by the tiled per-list kernel; "tiled": that kernel on every input;
+# "fused-hybrid": as shipped but lists above the short-list threshold reduced by the hybrid
+# kernel; "hybrid": that kernel on every input
+STRATEGIES = ["split", "fused", "split-flat", "fused-flat", "fused-tiled", "tiled",
+              "fused-hybrid", "hybrid", "naive"]
 SHIPPED = ("split", "fused")  # the targets apply to the strategies as shipped
 TARGETS = {  # % of copy bandwidth: (Poisson(5), mixed)
     "sum": (90, 80), "prod": (90, 80), "min": (90, 80), "max": (90, 80),
@@ -87,13 +90,15 @@ def main() -> None:
     import gpuexec.kernels as gk
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    def backend_of(label: str) -> GPUBackend:
-        if label == "tiled":
-            return GPUBackend(strategy="fused", short_lists=float("inf"),
-                              per_list_kernel="tiled")
-        return GPUBackend(strategy=label.split("-")[0],
+    def backend_of(label: str, launch=None) -> GPUBackend:
+        if label in ("tiled", "hybrid"):
+            return GPUBackend(strategy="fused", short_lists=float("inf"), launch=launch,
+                              per_list_kernel=label)
+        return GPUBackend(strategy=label.split("-")[0], launch=launch,
                           short_lists=0 if label.endswith("-flat") else None,
-                          per_list_kernel="tiled" if label.endswith("-tiled") else None)
+                          per_list_kernel="tiled" if label.endswith("-tiled") else None,
+                          long_list_kernel=("hybrid" if label.endswith("-hybrid")
+                                            else "flat" if label.endswith("-flat") else None))
 
     backends = {s: backend_of(s) for s in STRATEGIES}
     default = GPUBackend()
@@ -151,9 +156,13 @@ def main() -> None:
     tuning = []
     variants = () if args.no_tuning else (("fused", "min_blocks=2"), ("fused", "prefetch_tiles=4"),
                                           ("fused", "item_bytes=128"), ("split", "item_bytes=128"))
+    # the hybrid kernel's launch bound (the table: 5 blocks); 128-byte tiles were slower
+    # (74 % vs 77 % on mixed-length sums in the first H200 run)
+    variants += (("hybrid", "hybrid:min_blocks=4"), ("hybrid", "hybrid:min_blocks=6"))
     for strategy, launch in variants:
         try:
-            be = GPUBackend(strategy=strategy, launch=launch)
+            be = (backend_of(strategy, launch) if strategy == "hybrid"
+                  else GPUBackend(strategy=strategy, launch=launch))
         except Exception as err:
             tuning.append({"strategy": strategy, "launch": launch, "error": str(err)[:200]})
             continue

@@ -25,7 +25,8 @@ def main() -> None:
     offsets, content = datasets(cp, 100_000_000, 7)["poisson5"]
     for strategy in ("naive", "fused"):
         # short_lists=0: the fused strategy's own flattened kernel, not its per-list rule
-        backend = GPUBackend(strategy=strategy, short_lists=None if strategy == "naive" else 0)
+        backend = GPUBackend(strategy=strategy, short_lists=None if strategy == "naive" else 0,
+                             long_list_kernel="flat")
         for contract in ("reduce_sum", "reduce_countnonzero"):
             backend.kernel(contract, "float64")(offsets, content)
             cp.cuda.runtime.deviceSynchronize()

@@ -53,6 +53,41 @@ def test_per_list_kernel_choice(monkeypatch):
     assert set(naive) == set(S.PER_LIST_KERNELS)
 
 
+def test_long_list_kernel_choice(monkeypatch):
+    """Above the short-list threshold the row's long-list kernel decides: the strategy's
+    flattened passes (``flat``, per_list_role None) or the naive unit's hybrid kernel."""
+    flat = S.plan("sm_90", long_list_kernel="flat")
+    hybrid = S.plan("sm_90", long_list_kernel="hybrid")
+    below = int(1000 * flat.short_lists["*"]) - 1
+    above = int(1000 * flat.short_lists["*"]) * 10
+    assert flat.per_list_role("sum", 1000, below) == flat.per_list_kernel("sum")
+    assert flat.per_list_role("sum", 1000, above) is None
+    assert hybrid.per_list_role("sum", 1000, below) == hybrid.per_list_kernel("sum")
+    assert hybrid.per_list_role("sum", 1000, above) == "hybrid"
+    assert hybrid.per_list_role("sum", 0, 0) is None
+    # the naive strategy is per list already; split follows the same rule as fused
+    assert S.plan("sm_90", "naive", long_list_kernel="hybrid").per_list_role("sum", 10, 10**6) is None
+    assert S.plan("sm_90", "split", long_list_kernel="hybrid").per_list_role("sum", 10, 10**6) == "hybrid"
+    # the naive unit is loaded ahead where some input may use it
+    assert hybrid.uses_per_list_unit("argmax")
+    assert S.plan("sm_90", short_lists=0, long_list_kernel="hybrid").uses_per_list_unit("sum")
+    assert not S.plan("sm_90", short_lists=0, long_list_kernel="flat").uses_per_list_unit("sum")
+    assert hybrid.per_list_plan().strategy.name == "naive"
+    monkeypatch.setenv("GPUEXEC_GPU_LONG_LIST_KERNEL", "hybrid")
+    assert S.plan("gfx90a").long_list_kernel("min") == "hybrid"
+    assert S.plan("gfx90a", long_list_kernel="flat").long_list_kernel("min") == "flat"
+    with pytest.raises(ValueError, match="long-list kernel"):
+        S.plan("sm_90", long_list_kernel="tiled")
+
+
+def test_hybrid_kernel_gets_its_own_launch_bound():
+    p = S.plan("sm_90").per_list_plan()
+    unit = S.unit_for(p, S.OPS_BY_CONTRACT["reduce_min"])
+    assert unit.defines["GK_HYBRID_MIN_BLOCKS"] == p.launch_of("hybrid", "min").min_blocks
+    assert "gk_min_float64_hybrid" in unit.kernels
+    assert "vector_load_128" in unit.promises["gk_min_float64_hybrid"]
+
+
 def test_launch_overrides_and_block_rule(monkeypatch):
     monkeypatch.setenv("GPUEXEC_GPU_LAUNCH", "fused:block=512")
     assert S.plan("sm_90").launch_of("fused").block == 512

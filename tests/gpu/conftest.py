@@ -43,19 +43,22 @@ _backends: dict = {}
 @pytest.fixture(scope="session")
 def gpu_backend_factory():
     """GPUBackend per strategy, created once per session (modules compile once). The
-    strategy's own kernels run on every input: ``short_lists=0`` turns off the table's
-    per-list mapping of short lists (which has its own test), so the test arrays, whose
-    lists are short, exercise the flattened kernels; "per-list" runs that mapping (the
-    tiled one-list-per-thread kernel) on every input instead."""
+    strategy's own kernels run on every input: ``short_lists=0`` and
+    ``long_list_kernel="flat"`` turn off the table's per-list mappings (which have their
+    own test), so the test arrays exercise the flattened kernels; "per-list" runs the
+    tiled one-list-per-thread kernel on every input instead, "hybrid" the hybrid kernel
+    (short lists one per lane, long ones by the whole wave)."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     def make(strategy: str):
         if strategy not in _backends:
-            if strategy == "per-list":  # the per-list (tiled) mapping on every input
+            if strategy in ("per-list", "hybrid"):  # a naive-unit kernel on every input
+                kernel = "tiled" if strategy == "per-list" else "hybrid"
                 _backends[strategy] = GPUBackend(strategy="fused", short_lists=float("inf"),
-                                                 per_list_kernel="tiled")
-            else:
-                _backends[strategy] = GPUBackend(strategy=strategy, short_lists=0)
+                                                 per_list_kernel=kernel)
+            else:  # the strategy's flattened kernels whatever the mean list length
+                _backends[strategy] = GPUBackend(strategy=strategy, short_lists=0,
+                                                 long_list_kernel="flat")
         return _backends[strategy]
 
     return make

@@ -61,7 +61,7 @@ def _modules_not_loaded(dask_worker=None):
     missing = [op.contract for op in strategies.OPS
                if (op.contract, backend.strategy) not in backend._prepared]
     missing += [f"{op.contract} per-list" for op in strategies.OPS
-                if op.dtypes and backend.plan.per_list(op.device, 1, 0)
+                if op.dtypes and backend.plan.uses_per_list_unit(op.device)
                 and (op.contract, "naive") not in backend._prepared]
     return missing + [f.name for f in families.FAMILIES if f.name not in backend._family_modules]
 

@@ -1,6 +1,7 @@
 """Differential tests of the GPU reductions against awkward on the host: every public
-reduction x dtype x layout x strategy (split, fused, naive, and "per-list": the tiled
-one-list-per-thread kernel the flattened strategies may use for short lists). Integers,
+reduction x dtype x layout x strategy (split, fused, naive, "per-list": the tiled
+one-list-per-thread kernel the flattened strategies may use for short lists, and "hybrid":
+short lists one per lane, long ones streamed by the wave). Integers,
 counts, min/max and arg-reductions must be identical (values, types, option structure);
 float sum/prod agree within the summation error bound |got - want| <= n * eps * sum|x|
 (prod: n * eps * |want|) per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
@@ -21,7 +22,7 @@ from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random
 
 pytestmark = pytest.mark.gpu
 
-STRATEGIES = ["split", "fused", "naive", "per-list"]
+STRATEGIES = ["split", "fused", "naive", "per-list", "hybrid"]
 FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzero", "any", "all"]
 
 
@@ -202,16 +203,19 @@ def test_strategies_launch_different_kernels(gpu_backend_factory):
     assert sum(seen["split"].values()) == 3 * sum(seen["fused"].values())
 
 
+@pytest.mark.parametrize("long_kernel", ["flat", "hybrid"])
 @pytest.mark.parametrize("per_list", ["naive", "tiled"])
 @pytest.mark.parametrize("strategy", ["split", "fused"])
 @pytest.mark.parametrize("fname", ["sum", "argmax"])
-def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, per_list):
+def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, per_list,
+                                                                long_kernel):
     """The table's short-list rule: the mean list length picks the mapping (and the row's
-    per-list kernel runs it); both give the same result as awkward."""
+    per-list kernel runs it); longer lists go to the strategy's flattened kernel or the
+    hybrid one as the long-list kernel says; all give the same result as awkward."""
     from gpuexec.kernels.gpu import strategies as S
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    be = GPUBackend(strategy=strategy, per_list_kernel=per_list)
+    be = GPUBackend(strategy=strategy, per_list_kernel=per_list, long_list_kernel=long_kernel)
     threshold = be.plan.short_lists.get(fname, be.plan.short_lists.get("*", 0))
     assert threshold > 1
     rng = np.random.default_rng(3)
@@ -225,7 +229,10 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
         assert launched and all(one_per_thread) == (mapping == "naive"), (mean, launched)
         assert any(one_per_thread) == all(one_per_thread), (mean, launched)
         if mapping != "naive":
-            assert f"gk_{fname}_float64_{strategy}" in launched, launched
+            if long_kernel == "flat":
+                assert f"gk_{fname}_float64_{strategy}" in launched, launched
+            else:
+                assert launched == [f"gk_{fname}_float64_hybrid"], launched
         want = getattr(ak, fname)(host, axis=1)
         if fname == "sum":
             np.testing.assert_allclose(ak.to_numpy(ak.to_backend(got, "cpu")), ak.to_numpy(want),

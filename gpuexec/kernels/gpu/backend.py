@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
-from dataclasses import replace
 
 import numpy as np
 
@@ -105,18 +104,21 @@ class PinnedStaging:
 
 class GPUBackend(Backend):
     """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None,
-    per_list_kernel=None)``.
+    per_list_kernel=None, long_list_kernel=None)``.
 
-    ``strategy``/``launch``/``short_lists``/``per_list_kernel`` override the strategy table
+    ``strategy``/``launch``/``short_lists``/``per_list_kernel``/``long_list_kernel``
+    override the strategy table
     (tests and benchmarks run every strategy on the same device; ``short_lists=0`` keeps the
-    flattened kernels on short lists too); ``vendor`` "cuda" or "hip" (default: the one
+    flattened kernels on short lists too, ``long_list_kernel="flat"`` on long ones);
+    ``vendor`` "cuda" or "hip" (default: the one
     present)."""
 
     ak_backend = "cuda"
 
     def __init__(self, vendor: str | None = None, strategy: str | None = None,
                  launch=None, device: int = 0, cache_dir: str | None = None,
-                 short_lists: float | None = None, per_list_kernel: str | None = None):
+                 short_lists: float | None = None, per_list_kernel: str | None = None,
+                 long_list_kernel: str | None = None):
         super().__init__()
         import cupy
 
@@ -130,7 +132,8 @@ class GPUBackend(Backend):
             cupy.empty(1)  # the runtime's primary context exists before the driver is used
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
-        self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list_kernel)
+        self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list_kernel,
+                           long_list_kernel)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}
@@ -244,10 +247,10 @@ class GPUBackend(Backend):
         call it at start so that their first chunk does not pay for it."""
         from gpuexec.kernels.gpu import families
 
-        per_list_plan = replace(self.plan, strategy=S.STRATEGIES["naive"])
+        per_list_plan = self.plan.per_list_plan()
         for op in S.OPS:
             self._functions(op)
-            if op.dtypes and self.plan.per_list(op.device, 1, 0):  # the op has a short-list rule
+            if op.dtypes and self.plan.uses_per_list_unit(op.device):
                 self._functions(op, per_list_plan)
         for family in families.FAMILIES:
             self.family_functions(family.name)
@@ -268,9 +271,9 @@ class GPUBackend(Backend):
         names = {r: f"gk_{op.device}_{dt}_{r}" for r in st.passes}
         names["partition"] = "gk_partition"
         resident = {}
-        # the per-list mapping for short lists (strategies.py): a kernel of the naive unit
-        per_list_plan = replace(self.plan, strategy=S.STRATEGIES["naive"])
-        per_list_name = f"gk_{op.device}_{dt}_{self.plan.per_list_kernel(op.device)}"
+        # the per-list kernels for short lists and, where the table says so, long ones
+        # (strategies.py): kernels of the naive unit, launched one thread per list
+        per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
 
         def max_waves(fn):
@@ -311,7 +314,9 @@ class GPUBackend(Backend):
                              (c_off, c_n, c_content, c_shift, c_ntiles, ctypes.c_longlong(0),
                               c_ident, c_out))
                 return out
-            if self.plan.per_list(op.device, n, content.shape[0]):
+            per_list_role = self.plan.per_list_role(op.device, n, content.shape[0])
+            if per_list_role is not None:
+                per_list_name = f"gk_{op.device}_{dt}_{per_list_role}"
                 fn = self._functions(op, per_list_plan)[per_list_name]
                 self._launch(per_list_name, fn, -(-n // per_list_block), per_list_block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, ctypes.c_longlong(0),

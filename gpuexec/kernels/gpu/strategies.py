@@ -20,11 +20,19 @@ The row's ``per_list_kernels`` names, per op, the naive unit's kernel that does 
 (each thread reads its own list from global memory) or ``tiled`` (the block first stages
 its lists' content in shared memory with coalesced 128-bit loads).
 
+Longer lists: the row's ``long_list_kernels`` names, per op, what reduces them: ``flat``
+(the strategy's own flattened passes) or ``hybrid`` (a kernel of the naive unit: each wave
+takes a batch of lists, reduces the short ones one per lane and streams the long ones with
+the whole wave; low registers, no segmented scan). Mixed lengths (mostly short lists, a
+few long ones holding most of the content) are where the two differ.
+
 Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive``, ``GPUEXEC_GPU_LAUNCH``
 (``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``)
-``GPUEXEC_GPU_SHORT_LISTS`` (one threshold for every op; 0 = always flattened) and
-``GPUEXEC_GPU_PER_LIST_KERNEL=naive|tiled``, or the same through
-``GPUBackend(strategy=..., launch=..., short_lists=..., per_list_kernel=...)``.
+``GPUEXEC_GPU_SHORT_LISTS`` (one threshold for every op; 0 = always flattened),
+``GPUEXEC_GPU_PER_LIST_KERNEL=naive|tiled|hybrid`` and
+``GPUEXEC_GPU_LONG_LIST_KERNEL=flat|hybrid``, or the same through
+``GPUBackend(strategy=..., launch=..., short_lists=..., per_list_kernel=...,
+long_list_kernel=...)``.
 
 ``compile_units(arch)`` lists every (source, defines) the runtime may compile for an
 architecture with the extern "C" kernels each defines and what the strategy promises about
@@ -117,10 +125,14 @@ class ArchRow:
     short_lists: dict = field(default_factory=dict)
     # op -> the naive unit's kernel for short lists (PER_LIST_KERNELS; "*": every other op)
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})
+    # op -> what reduces lists at or above the short-list threshold (LONG_LIST_KERNELS)
+    long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})
 
 
 # the per-list kernels of the naive unit (role names in its compile unit)
-PER_LIST_KERNELS = ("naive", "tiled")
+PER_LIST_KERNELS = ("naive", "tiled", "hybrid")
+# "flat": the strategy's own flattened passes; "hybrid": the naive unit's hybrid kernel
+LONG_LIST_KERNELS = ("flat", "hybrid")
 
 
 # The table. First matching row wins.
@@ -138,14 +150,23 @@ ARCHES: tuple[ArchRow, ...] = (
              # one list per thread is latency-bound: full occupancy (8 x 256 threads, at
              # most 32 registers). ncu on the H200, sum over 20M lists: 48 registers and
              # 51 % achieved occupancy at the default bound, 55 % of DRAM bandwidth
-             "naive": Launch(256, 64, 8)},
+             "naive": Launch(256, 64, 8),
+             # the hybrid kernel (naive unit, its own bound): 5 blocks, <= 48 registers,
+             # no spills for any dtype (6 blocks spill for 8-bit types). H200, mixed
+             # lengths, sum: 78.5 % of copy bandwidth at 5 blocks, 76.9 % at 4
+             "hybrid": Launch(256, 64, 5)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
             # length 5, 3x slower at mean length 108 (gpu_reduce.json)
             {"argmin": 16, "argmax": 16, "*": 8},
-            # H200, 100M float64 in Poisson(5) lists (gpu_reduce.json): tiled sum 91.5 %
-            # and prod 91.4 % of copy bandwidth vs naive 86.5 / 85.1; tiled is slower for
-            # min/max (82.9 vs 84.8), count_nonzero (89.5 vs 91.5), argmin (64.9 vs 74.9)
-            {"sum": "tiled", "prod": "tiled", "*": "naive"}),
+            # H200, 100M float64 in Poisson(5) lists (gpu_reduce.json): tiled sum 91.9 %,
+            # prod 91.8, min 89.6, max 89.5 of copy bandwidth vs naive 87.0, 86.8, 85.5,
+            # 85.8; naive for count_nonzero (89.6 vs 87.4-89.8) and argmin (75.1 vs 66.4)
+            {"sum": "tiled", "prod": "tiled", "min": "tiled", "max": "tiled", "*": "naive"},
+            # H200, 100M float64 in mixed lengths (90 % Poisson(3), 10 % 100..2000): the
+            # hybrid kernel 76-77 % for sum/prod/min/max and 53 % for argmin/argmax vs
+            # fused 66-70 % and 38 %; count_nonzero 59 % vs fused 68 %: flat
+            {"sum": "hybrid", "prod": "hybrid", "min": "hybrid", "max": "hybrid",
+             "argmin": "hybrid", "argmax": "hybrid", "*": "flat"}),
 )
 
 
@@ -183,6 +204,7 @@ class Plan:
     launch: dict  # role -> Launch
     short_lists: dict = field(default_factory=dict)  # op -> mean list length threshold
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op -> role
+    long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})  # op -> kernel
 
     def per_list(self, op: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy reduces these lists one per thread instead."""
@@ -194,6 +216,30 @@ class Plan:
     def per_list_kernel(self, op: str) -> str:
         """The naive unit's kernel (role) that reduces ``op`` one list per thread."""
         return self.per_list_kernels.get(op, self.per_list_kernels.get("*", "naive"))
+
+    def long_list_kernel(self, op: str) -> str:
+        """What reduces ``op`` on lists above the short-list threshold (LONG_LIST_KERNELS)."""
+        return self.long_list_kernels.get(op, self.long_list_kernels.get("*", "flat"))
+
+    def per_list_role(self, op: str, n_lists: int, n_elements: int) -> str | None:
+        """The naive unit's kernel that reduces these lists in place of the strategy's
+        flattened passes (the short-list kernel below the threshold, the long-list kernel
+        above it unless that is ``flat``), or None for the flattened passes."""
+        if not self.strategy.flatten or n_lists <= 0:
+            return None
+        if self.per_list(op, n_lists, n_elements):
+            return self.per_list_kernel(op)
+        long = self.long_list_kernel(op)
+        return None if long == "flat" else long
+
+    def uses_per_list_unit(self, op: str) -> bool:
+        """Whether some input of ``op`` may run a kernel of the naive unit."""
+        return bool(self.strategy.flatten and (self.per_list(op, 1, 0)
+                                               or self.long_list_kernel(op) != "flat"))
+
+    def per_list_plan(self) -> "Plan":
+        """This plan with the naive unit's strategy (where the per-list kernels live)."""
+        return replace(self, strategy=STRATEGIES["naive"])
 
     def launch_of(self, role: str, op: str | None = None) -> Launch:
         """The launch configuration of ``role`` (``"role:op"`` rows override per op)."""
@@ -210,7 +256,8 @@ class Plan:
 
 
 def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None,
-         short_lists: float | None = None, per_list_kernel: str | None = None) -> Plan:
+         short_lists: float | None = None, per_list_kernel: str | None = None,
+         long_list_kernel: str | None = None) -> Plan:
     """The strategy and launch configuration for ``arch`` after overrides (argument, then
     environment, then the table)."""
     row = arch_row(arch)
@@ -237,7 +284,14 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
         if kernel not in PER_LIST_KERNELS:
             raise ValueError(f"unknown per-list kernel {kernel!r}; "
                              f"known: {', '.join(PER_LIST_KERNELS)}")
-    return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels)
+    chosen = long_list_kernel or os.environ.get("GPUEXEC_GPU_LONG_LIST_KERNEL")
+    longs = dict(row.long_list_kernels) if not chosen else {"*": chosen}
+    for kernel in longs.values():
+        if kernel not in LONG_LIST_KERNELS:
+            raise ValueError(f"unknown long-list kernel {kernel!r}; "
+                             f"known: {', '.join(LONG_LIST_KERNELS)}")
+    return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
+                longs)
 
 
 @dataclass
@@ -263,10 +317,12 @@ def kernel_names(op: Op, strategy: Strategy) -> dict[str, list[str]]:
         else:
             roles[role] = [f"gk_{op.device}_{dt}_{role}" for dt in op.dtypes]
     if strategy.name == "naive":
-        # the other per-list kernel the flattened strategies may use for short lists (one
-        # list per thread, the block's content staged through shared memory); "naive"
-        # itself stays the direct port the benchmarks compare with
-        roles["tiled"] = [f"gk_{op.device}_{dt}_tiled" for dt in op.dtypes]
+        # the other per-list kernels the flattened strategies may use (tiled: one list per
+        # thread, the block's content staged through shared memory; hybrid: short lists
+        # one per lane, long ones streamed by the wave); "naive" itself stays the direct
+        # port the benchmarks compare with
+        for role in PER_LIST_KERNELS[1:]:
+            roles[role] = [f"gk_{op.device}_{dt}_{role}" for dt in op.dtypes]
     return roles
 
 
@@ -282,6 +338,10 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         "GK_MIN_BLOCKS": cfg.min_blocks,
         "GK_PREFETCH_TILES": cfg.prefetch_tiles,
     }
+    if st.name == "naive":  # the hybrid kernel's own bound and tile width
+        hyb = p.launch_of("hybrid", op.device)
+        defines["GK_HYBRID_MIN_BLOCKS"] = hyb.min_blocks
+        defines["GK_HYBRID_ITEM_BYTES"] = hyb.item_bytes
     promises: dict[str, set] = {}
     kernels: list[str] = []
     for role, names in kernel_names(op, st).items():
@@ -291,8 +351,8 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
             if p.wave == 64:
                 pr.add("wave64")
             flat_pass = st.flatten and role in ("split", "fused")
-            # the tiled per-list kernel stages its lists' content with 128-bit loads
-            if (st.vec_bytes == 16 and flat_pass) or role == "tiled":
+            # the tiled and hybrid kernels read content with 128-bit loads
+            if (st.vec_bytes == 16 and flat_pass) or role in ("tiled", "hybrid"):
                 pr.add("vector_load_128")
             promises[name] = pr
     return CompileUnit(REDUCE_SOURCE, defines, kernels, promises, st.name, op.contract)

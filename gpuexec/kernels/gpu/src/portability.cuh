@@ -109,6 +109,12 @@ union gk_vec_view {
   gk_vec_t v;
   T e[GK_VEC_BYTES / sizeof(T)];
 };
+// always 128 bits, whatever GK_VEC_BYTES a unit compiles with
+template <class T>
+union gk_vec_view16 {
+  gk_vec16 v;
+  T e[16 / sizeof(T)];
+};
 
 // Bit-level casts (kernel arguments carry identities as raw 64-bit patterns).
 template <class T>

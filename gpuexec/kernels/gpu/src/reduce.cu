@@ -84,6 +84,7 @@ template <class T> struct Sum {
   __device__ acc_t identity() const { return acc_t(0); }
   __device__ acc_t leaf(T x, gk_i64, bool) const { return acc_t(x); }
   __device__ acc_t combine(acc_t l, acc_t r) const { return l + r; }
+  __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return out_t(0); }
 };
@@ -95,6 +96,7 @@ template <class T> struct Prod {
   __device__ acc_t identity() const { return acc_t(1); }
   __device__ acc_t leaf(T x, gk_i64, bool) const { return acc_t(x); }
   __device__ acc_t combine(acc_t l, acc_t r) const { return l * r; }
+  __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return out_t(1); }
 };
@@ -107,6 +109,7 @@ template <class T> struct CountNonzero {
   __device__ acc_t identity() const { return 0; }
   __device__ acc_t leaf(T x, gk_i64, bool) const { return x != T(0) ? 1 : 0; }
   __device__ acc_t combine(acc_t l, acc_t r) const { return l + r; }
+  __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return 0; }
 };
@@ -119,6 +122,7 @@ template <class T, class O, unsigned IDENT> struct Logic {
   __device__ acc_t identity() const { return IDENT; }
   __device__ acc_t leaf(T x, gk_i64, bool) const { return x != T(0) ? 1u : 0u; }
   __device__ acc_t combine(acc_t l, acc_t r) const { return IDENT ? (l & r) : (l | r); }
+  __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return out_t(IDENT); }
 };
@@ -137,6 +141,13 @@ template <class T, bool MAX> struct Extremum {
   __device__ acc_t identity() const { return ident; }
   __device__ acc_t leaf(T x, gk_i64, bool) const { return gk_isnan(x) ? ident : acc_t(x); }
   __device__ acc_t combine(acc_t l, acc_t r) const { return (MAX ? (r > l) : (r < l)) ? r : l; }
+  // fold(acc, x) == combine(acc, leaf(x)) for an accumulator started at the identity: it
+  // never passes the identity, so a NaN (the identity as a leaf) cannot win, and a NaN
+  // fails the comparison by itself (one compare and select per element instead of two)
+  __device__ acc_t fold(acc_t a, T x, gk_i64, bool) const {
+    const acc_t v = acc_t(x);
+    return (MAX ? (v > a) : (v < a)) ? v : a;
+  }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return out_t(ident); }
 };
@@ -162,6 +173,7 @@ template <class T, bool MAX> struct ArgExtremum {
     if (gk_isnan(l.v)) return l;  // a NaN head sticks
     return (MAX ? (r.v > l.v) : (r.v < l.v)) ? r : l;
   }
+  __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
   __device__ out_t finalize(acc_t a, const gk_i64* off, gk_i64 list) const {
     return a.idx < 0 ? -1 : a.idx - off[list];
   }
@@ -383,7 +395,7 @@ __device__ __forceinline__ range_result<Op, T> walk_range(
         acc = op.identity();
       }
       const gk_i64 a = a0 + j;
-      if (full || (a >= qlo && a < qhi)) acc = op.combine(acc, op.leaf(v[j], a, head));
+      if (full || (a >= qlo && a < qhi)) acc = op.fold(acc, v[j], a, head);
     }
 
     if (p_next == p) {
@@ -469,7 +481,7 @@ __device__ __forceinline__ typename Op::acc_t walk_on(const Op& op, const gk_i64
     A part = op.identity();
 #pragma unroll
     for (int j = 0; j < ITEMS; ++j) {
-      if (b0 + j < end) part = op.combine(part, op.leaf(w[j], b0 + j, false));
+      if (b0 + j < end) part = op.fold(part, w[j], b0 + j, false);
     }
     acc = op.combine(acc, wave_reduce<Op>(op, part));
   }
@@ -586,7 +598,7 @@ __device__ void naive_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
     return;
   }
   typename Op::acc_t acc = op.identity();
-  for (gk_i64 a = s; a < e; ++a) acc = op.combine(acc, op.leaf(content_al[a + shift], a, a == s));
+  for (gk_i64 a = s; a < e; ++a) acc = op.fold(acc, content_al[a + shift], a, a == s);
   out[r] = op.finalize(acc, off, r);
 }
 
@@ -631,10 +643,98 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
     const int j1 = (int)((e < base ? base : (e > end ? end : e)) - base);
     const int head = (s >= base && s < end) ? (int)(s - base) : -1;
     const gk_i64 pos0 = base - shift;  // the content position of tile[0]
-    for (int j = j0; j < j1; ++j) acc = op.combine(acc, op.leaf(tile[j], pos0 + j, j == head));
+    for (int j = j0; j < j1; ++j) acc = op.fold(acc, tile[j], pos0 + j, j == head);
   }
   if (!mine) return;
   out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
+}
+
+
+// hybrid: a wave takes W consecutive lists (one batch). A list of at most GK_LONG_LIST
+// elements is reduced by its own lane, like naive; a longer one by the whole wave, one
+// after another, streaming it in wave-tiles of W * GK_HYBRID_ITEM_BYTES with 128-bit loads
+// and an ordered wave reduction per tile. On mixed lengths (many short lists, a few long
+// ones holding most of the content) neither per-list mapping alone serves: one thread per
+// list serialises the long lists, one wave per list idles on the short ones; the flattened
+// walk serves both but its segmented scan costs registers. This kernel keeps registers
+// low (its own launch bound, GK_HYBRID_MIN_BLOCKS) so that many waves are in flight.
+// (Tried on the H200 and dropped: asking the next long list into L2 while streaming the
+// current one, and a test-free loop for tiles wholly inside the list: mixed-length sum
+// fell from 78.5 % to 60 % of copy bandwidth.)
+#ifndef GK_LONG_LIST
+#define GK_LONG_LIST 32
+#endif
+#ifndef GK_HYBRID_ITEM_BYTES
+#define GK_HYBRID_ITEM_BYTES 64
+#endif
+#ifndef GK_HYBRID_MIN_BLOCKS
+#define GK_HYBRID_MIN_BLOCKS 4
+#endif
+template <class Op, class T>
+__device__ __forceinline__ typename Op::acc_t stream_list(const Op& op, const T* __restrict__ content_al,
+                                                          gk_i64 shift, gk_i64 ls, gk_i64 le) {
+  typedef typename Op::acc_t A;
+  constexpr int VEC = 16 / (int)sizeof(T);
+  // 128-bit vectors per lane per tile; at most 16 elements per lane (narrow types would
+  // otherwise unroll into more registers than the bound allows)
+  constexpr int NV_BYTES = GK_HYBRID_ITEM_BYTES / 16, NV_CAP = 16 / VEC;
+  constexpr int NV = NV_BYTES < NV_CAP ? NV_BYTES : (NV_CAP < 1 ? 1 : NV_CAP);
+  constexpr int ITEMS = NV * VEC;
+  const int lane = gk_lane();
+  const gk_i64 E = (gk_i64)warpSize * ITEMS;
+  const gk_vec16* src = reinterpret_cast<const gk_vec16*>(content_al);
+  // tiles start on a vector boundary of content_al (element a is content_al[a + shift])
+  const gk_i64 first = ((ls + shift) / VEC) * VEC;  // in content_al positions
+  const gk_i64 last = le + shift;
+  A acc = op.identity();
+  for (gk_i64 rb = first; rb < last; rb += E) {
+    const gk_i64 b0 = rb + (gk_i64)lane * ITEMS;
+    gk_vec_view16<T> u[NV];
+#pragma unroll
+    for (int c = 0; c < NV; ++c) {  // every load first, then the arithmetic
+      const gk_i64 av = b0 + c * VEC;
+      if (av < last) u[c].v = src[av / VEC]; else u[c].v = gk_vec16();
+    }
+    A part = op.identity();
+#pragma unroll
+    for (int c = 0; c < NV; ++c) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const gk_i64 a = b0 + c * VEC + k - shift;  // content position
+        if (a >= ls && a < le) part = op.fold(part, u[c].e[k], a, a == ls);
+      }
+    }
+    acc = op.combine(acc, wave_reduce<Op>(op, part));
+  }
+  return acc;
+}
+
+template <class Op, class T>
+__device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
+                            gk_i64 shift, gk_u64 ident, typename Op::out_t* __restrict__ out) {
+  const int W = warpSize, lane = gk_lane();
+  const gk_i64 q = global_wave() * W;  // this wave's batch: lists [q, q + W)
+  if (q >= n) return;                   // whole waves leave together
+  const gk_i64 r = q + lane;
+  const bool mine = r < n;
+  const gk_i64 s = mine ? off[r] : 0, e = mine ? off[r + 1] : 0;
+  const Op op(ident);
+  const bool is_long = e - s > GK_LONG_LIST;
+  if (mine && !is_long) {
+    if (s == e) {
+      out[r] = op.empty();
+    } else {
+      typename Op::acc_t acc = op.identity();
+      for (gk_i64 a = s; a < e; ++a) acc = op.fold(acc, content_al[a + shift], a, a == s);
+      out[r] = op.finalize(acc, off, r);
+    }
+  }
+  for (gk_lanemask_t longs = gk_ballot(is_long); longs != 0; longs &= longs - 1) {
+    const int src = __ffsll((long long)longs) - 1;
+    const gk_i64 ls = gk_shfl(s, src), le = gk_shfl(e, src);
+    const typename Op::acc_t acc = stream_list<Op, T>(op, content_al, shift, ls, le);
+    if (lane == 0) out[q + src] = op.finalize(acc, off, q + src);
+  }
 }
 
 }  // namespace gk
@@ -684,6 +784,11 @@ extern "C" __global__ void GK_LB gk_partition(const gk_i64* off, gk_i64 n, gk_i6
       const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
       gk_u64 ident, OP<T>::out_t* out) {                                                             \
     gk::tiled_body<OP<T>, T>(off, n, content_al, shift, ident, out);                                 \
+  }                                                                                                  \
+  extern "C" __global__ void GK_LAUNCH_BOUNDS(GK_BLOCK, GK_HYBRID_MIN_BLOCKS) gk_##OPN##_##DT##_hybrid( \
+      const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
+      gk_u64 ident, OP<T>::out_t* out) {                                                             \
+    gk::hybrid_body<OP<T>, T>(off, n, content_al, shift, ident, out);                                \
   }
 #else
 #error "define one of GK_VARIANT_SPLIT, GK_VARIANT_FUSED, GK_VARIANT_NAIVE"
