@@ -56,6 +56,7 @@ struct scan_smem {
   gk_i64 wave[GK_MAX_WAVES];
   gk_i64 total;
   gk_i64 bcast;
+  gk_i64 bcast2;
 };
 
 // Exclusive sum over the threads of the block, in thread order; ``total`` = block sum.
@@ -169,33 +170,39 @@ __device__ __forceinline__ gk_u64 observe(const gk_u64* word) {
   return *(const volatile gk_u64*)word;
 }
 
+// The exclusive prefix of tile k, by one whole wave (the result in every lane).
+__device__ __forceinline__ gk_i64 look_back_wave(gk_u64* status, gk_i64 k, gk_i64 aggregate) {
+  gk_u64* tiles = status + 1;
+  const int lane = gk_lane();
+  if (lane == 0)
+    publish(tiles + k, (k == 0 ? kFlagInclusive : kFlagAggregate) | (gk_u64)aggregate);
+  gk_i64 excl = 0;
+  if (k > 0) {
+    gk_i64 j = k - 1;  // lane l looks at tile j - l
+    for (;;) {
+      const gk_i64 t = j - lane;
+      gk_u64 st = t >= 0 ? observe(tiles + t) : kFlagInclusive;
+      while (gk_ballot((st >> 62) == 0) != 0) {
+        if ((st >> 62) == 0) st = observe(tiles + t);
+      }
+      const gk_lanemask_t inclusive = gk_ballot((st >> 62) == 2);
+      const int stop = inclusive ? __ffsll((long long)inclusive) - 1 : warpSize - 1;
+      const gk_i64 v = lane <= stop ? (gk_i64)(st & kValueMask) : 0;
+      excl += wave_sum(v);
+      if (inclusive) break;
+      j -= warpSize;
+    }
+    if (lane == 0) publish(tiles + k, kFlagInclusive | (gk_u64)(excl + aggregate));
+  }
+  return excl;
+}
+
 // The exclusive prefix of tile k (all threads call; the first wave looks back).
 __device__ __forceinline__ gk_i64 look_back(gk_u64* status, gk_i64 k, gk_i64 aggregate,
                                             scan_smem& s) {
-  gk_u64* tiles = status + 1;
   if (gk_wave() == 0) {
-    const int lane = gk_lane();
-    if (lane == 0)
-      publish(tiles + k, (k == 0 ? kFlagInclusive : kFlagAggregate) | (gk_u64)aggregate);
-    gk_i64 excl = 0;
-    if (k > 0) {
-      gk_i64 j = k - 1;  // lane l looks at tile j - l
-      for (;;) {
-        const gk_i64 t = j - lane;
-        gk_u64 st = t >= 0 ? observe(tiles + t) : kFlagInclusive;
-        while (gk_ballot((st >> 62) == 0) != 0) {
-          if ((st >> 62) == 0) st = observe(tiles + t);
-        }
-        const gk_lanemask_t inclusive = gk_ballot((st >> 62) == 2);
-        const int stop = inclusive ? __ffsll((long long)inclusive) - 1 : warpSize - 1;
-        const gk_i64 v = lane <= stop ? (gk_i64)(st & kValueMask) : 0;
-        excl += wave_sum(v);
-        if (inclusive) break;
-        j -= warpSize;
-      }
-      if (lane == 0) publish(tiles + k, kFlagInclusive | (gk_u64)(excl + aggregate));
-    }
-    if (lane == 0) s.bcast = excl;
+    const gk_i64 excl = look_back_wave(status, k, aggregate);
+    if (gk_lane() == 0) s.bcast = excl;
   }
   __syncthreads();
   const gk_i64 r = s.bcast;
@@ -299,6 +306,31 @@ __device__ __forceinline__ gk_i64 searched_first_list(const gk_i64* __restrict__
   const gk_i64 p = s.bcast;
   __syncthreads();
   return p;
+}
+
+// look_back() and searched_first_list() at once: wave 0 looks back while wave 1 searches
+// the offsets (one wave does both in turn on one-wave blocks), so the two chains of
+// dependent loads overlap instead of adding up. Returns the prefix; ``first`` the list.
+__device__ __forceinline__ gk_i64 look_back_and_first_list(gk_u64* status, gk_i64 k,
+                                                           gk_i64 aggregate,
+                                                           const gk_i64* __restrict__ off,
+                                                           gk_i64 n, gk_i64 t0, scan_smem& s,
+                                                           gk_i64& first) {
+  const int wave = gk_wave();
+  const bool one_wave = GK_BLOCK <= warpSize;
+  if (wave == 0) {
+    const gk_i64 excl = look_back_wave(status, k, aggregate);
+    if (gk_lane() == 0) s.bcast = excl;
+  }
+  if (wave == (one_wave ? 0 : 1)) {
+    const gk_i64 p = first_list_of_tile(off, n, t0);
+    if (gk_lane() == 0) s.bcast2 = p;
+  }
+  __syncthreads();
+  const gk_i64 r = s.bcast;
+  first = s.bcast2;
+  __syncthreads();
+  return r;
 }
 
 // Marks the heads of the lists that start in tile [t0, t0 + TILE) (the last tile also

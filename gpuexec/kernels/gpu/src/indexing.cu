@@ -400,8 +400,8 @@ __device__ __forceinline__ void filter_fused_body(const gk_i64* __restrict__ sta
   const unsigned keep = kb(t0 + (gk_i64)threadIdx.x * FITEMS, &ok);
   gk_i64 total;
   const gk_i64 excl = block_excl_sum(__popc(keep), sm.own.scan, total);
-  const gk_i64 prefix = look_back(status, k, total, sm.own.scan);
-  const gk_i64 p = searched_first_list(moff, n, t0, sm.own.scan);
+  gk_i64 p;
+  const gk_i64 prefix = look_back_and_first_list(status, k, total, moff, n, t0, sm.own.scan, p);
   filter_fill_tile<MISSING>(starts, moff, n, m, t0, p, keep, ok, prefix, excl, total, sm,
                             offsets, carry);
 }
