@@ -1,8 +1,11 @@
 """Call floor of the public API on a GPU: wall time of ``gk.sum(x, axis=1)`` on a
 device-resident array of 1K lists returning a device ``ak.Array`` (median of 1000
-calls), beside the bare kernel call, and a profile of where the rest of the time goes.
+calls), beside the bare kernel call, the median time of each stage of the call taken
+alone (``stages_us``), and a profile of where the rest of the time goes.
+``--backend cpu`` times the same stages on the host engine (the Python around the
+kernel is the same code).
 
-    python benchmarks/call_floor.py [--calls 1000] [--json out.json]
+    python benchmarks/call_floor.py [--calls 1000] [--json out.json] [--backend cuda]
 """
 
 from __future__ import annotations
@@ -21,29 +24,73 @@ import numpy as np
 import gpuexec.kernels as gk
 
 
-def median_us(fn, calls):
-    import cupy as cp
+def median_us(fn, calls, sync=None):
+    if sync is None:
+        import cupy as cp
 
+        sync = cp.cuda.runtime.deviceSynchronize
     times = []
     for _ in range(calls):
         t0 = time.perf_counter()
         fn()
-        cp.cuda.runtime.deviceSynchronize()
+        sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e6
+
+
+def stages_us(x, backend, calls):
+    """Median wall time of each step of ``gk.sum(x, axis=1)`` taken alone (no sync: the
+    host cost of issuing it), in call order."""
+    from gpuexec.kernels import dispatch
+    from gpuexec.kernels import layout as L
+    from gpuexec.kernels.stats import record_call
+    from gpuexec.kernels.api import _common as common
+    from gpuexec.kernels.api import reductions as R
+
+    layout = x.layout
+    offsets, content = L.list_offsets(layout, backend)
+    values = L.skip_missing(offsets, content, backend)[1]
+    kernel = backend.kernel("reduce_sum", values.dtype)
+    out = kernel(offsets, values)
+    node = ak.contents.NumpyArray(out)
+    steps = {
+        "resolve (arrays -> backend)": lambda: dispatch.resolve(
+            common._arrays_of((x,), {"axis": 1}), None),
+        "record_call": lambda: record_call("sum", backend.name),
+        "adopt": lambda: backend.adopt(x),
+        "to_layout + plain check": lambda: R._plain_lists(L.to_layout(x)),
+        "list_offsets (+cached check)": lambda: L.list_offsets(layout, backend),
+        "skip_missing": lambda: L.skip_missing(offsets, content, backend),
+        "kernel lookup": lambda: backend.kernel("reduce_sum", values.dtype),
+        "kernel call": lambda: kernel(offsets, values),
+        "NumpyArray(out)": lambda: ak.contents.NumpyArray(out),
+        "wrap (ak.Array)": lambda: common.wrap(node, x),
+    }
+    noop = lambda: None  # noqa: E731
+    for fn in steps.values():
+        for _ in range(50):
+            fn()
+    return {name: median_us(fn, calls, noop) for name, fn in steps.items()}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--json")
+    parser.add_argument("--backend", default="cuda", choices=("cuda", "cpu"))
     args = parser.parse_args()
 
     rng = np.random.default_rng(1)
     counts = rng.poisson(5, 1000)
     host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)
-    x = ak.to_backend(host, "cuda")
-    backend = gk.get_backend("cuda")
+    x = ak.to_backend(host, args.backend)
+    backend = gk.get_backend(args.backend)
+    if args.backend == "cpu":
+        sync = lambda: None  # noqa: E731
+    else:
+        import cupy as cp
+
+        sync = cp.cuda.runtime.deviceSynchronize
     offsets = backend.asarray(x.layout.offsets.data)
     values = backend.asarray(x.layout.content.data)
     kernel = backend.kernel("reduce_sum", values.dtype)
@@ -52,14 +99,18 @@ def main():
         kernel(offsets, values)
 
     result = {
-        "public_gk_sum_us": median_us(lambda: gk.sum(x, axis=1), args.calls),
-        "kernel_only_us": median_us(lambda: kernel(offsets, values), args.calls),
-        "ak_sum_cuda_us": None,
+        "backend": backend.name,
+        "public_gk_sum_us": median_us(lambda: gk.sum(x, axis=1), args.calls, sync),
+        "public_gk_sum_no_sync_us": median_us(lambda: gk.sum(x, axis=1), args.calls,
+                                              lambda: None),
+        "kernel_only_us": median_us(lambda: kernel(offsets, values), args.calls, sync),
+        "ak_sum_us": None,
     }
     try:
-        result["ak_sum_cuda_us"] = median_us(lambda: ak.sum(x, axis=1), min(args.calls, 200))
+        result["ak_sum_us"] = median_us(lambda: ak.sum(x, axis=1), min(args.calls, 200), sync)
     except Exception as err:  # awkward's cuda reducers need cuda-cccl
-        result["ak_sum_cuda_error"] = f"{type(err).__name__}: {err}"[:200]
+        result["ak_sum_error"] = f"{type(err).__name__}: {err}"[:200]
+    result["stages_us"] = stages_us(x, backend, args.calls)
 
     prof = cProfile.Profile()
     prof.enable()
@@ -70,7 +121,10 @@ def main():
     pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(25)
     print(text.getvalue())
     for k, v in result.items():
-        print(f"{k:>24}: {v}")
+        if k != "stages_us":
+            print(f"{k:>24}: {v}")
+    for k, v in result["stages_us"].items():
+        print(f"{k:>32}: {v:7.2f} us")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
