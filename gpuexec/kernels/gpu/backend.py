@@ -107,10 +107,9 @@ class GPUBackend(Backend):
     per_list_kernel=None, long_list_kernel=None)``.
 
     ``strategy``/``launch``/``short_lists``/``per_list_kernel``/``long_list_kernel``
-    override the strategy table
-    (tests and benchmarks run every strategy on the same device; ``short_lists=0`` keeps the
-    flattened kernels on short lists too, ``long_list_kernel="flat"`` on long ones);
-    ``vendor`` "cuda" or "hip" (default: the one
+    override the strategy table (tests and benchmarks run every strategy on the same device;
+    ``short_lists=0`` keeps the flattened kernels on short lists too,
+    ``long_list_kernel="flat"`` on long ones); ``vendor`` "cuda" or "hip" (default: the one
     present)."""
 
     ak_backend = "cuda"

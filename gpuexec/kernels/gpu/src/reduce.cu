@@ -649,7 +649,6 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
   out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
 }
 
-
 // hybrid: a wave takes W consecutive lists (one batch). A list of at most GK_LONG_LIST
 // elements is reduced by its own lane, like naive; a longer one by the whole wave, one
 // after another, streaming it in wave-tiles of W * GK_HYBRID_ITEM_BYTES with 128-bit loads
@@ -670,8 +669,10 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 #ifndef GK_HYBRID_MIN_BLOCKS
 #define GK_HYBRID_MIN_BLOCKS 4
 #endif
+// Reduce the list [ls, le) with the whole wave (the result in every lane).
 template <class Op, class T>
-__device__ __forceinline__ typename Op::acc_t stream_list(const Op& op, const T* __restrict__ content_al,
+__device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
+                                                          const T* __restrict__ content_al,
                                                           gk_i64 shift, gk_i64 ls, gk_i64 le) {
   typedef typename Op::acc_t A;
   constexpr int VEC = 16 / (int)sizeof(T);
@@ -710,8 +711,9 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op, const T*
 }
 
 template <class Op, class T>
-__device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
-                            gk_i64 shift, gk_u64 ident, typename Op::out_t* __restrict__ out) {
+__device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
+                                            const T* __restrict__ content_al, gk_i64 shift,
+                                            gk_u64 ident, typename Op::out_t* __restrict__ out) {
   const int W = warpSize, lane = gk_lane();
   const gk_i64 q = global_wave() * W;  // this wave's batch: lists [q, q + W)
   if (q >= n) return;                   // whole waves leave together
