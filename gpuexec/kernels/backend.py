@@ -99,7 +99,7 @@ class Backend:
 
     def kernel(self, name: str, *dtypes) -> Callable:
         """The kernel ``name`` specialised for ``dtypes`` (numpy dtypes or names)."""
-        key = (name, tuple(_dtype_name(d) for d in dtypes))
+        key = (name, tuple(dtype_name(d) for d in dtypes))
         try:
             return self._table[key]
         except KeyError:
@@ -143,7 +143,7 @@ def _counted(name: str, fn: Callable) -> Callable:
 _DTYPE_NAMES: dict = {}
 
 
-def _dtype_name(d) -> str:
+def dtype_name(d) -> str:
     """``np.dtype(d).name``, remembered per dtype (numpy builds the name string on every
     ``.name``; this sits on every kernel lookup, a few us of each call's floor)."""
     try:

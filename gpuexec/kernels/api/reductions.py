@@ -27,7 +27,7 @@ import numpy as np
 
 from gpuexec.kernels import layout as L
 from gpuexec.kernels.api._common import NotNative, is_integer, public, wrap
-from gpuexec.kernels.backend import ALL_DTYPES
+from gpuexec.kernels.backend import ALL_DTYPES, dtype_name
 
 C = ak.contents
 
@@ -142,7 +142,7 @@ def _plain_lists(layout) -> bool:
         return False
     content = layout.content
     return (type(content) is C.NumpyArray and not content.parameters
-            and content.data.ndim == 1 and content.dtype.name in _DTYPES)
+            and content.data.ndim == 1 and dtype_name(content.dtype) in _DTYPES)
 
 
 def _check_native(node) -> None:
@@ -150,7 +150,7 @@ def _check_native(node) -> None:
     if L.is_stringlike(node) or node.parameter("__array__") == "categorical":
         raise NotNative(f"{node.parameter('__array__')} data")
     if isinstance(node, C.NumpyArray):
-        if node.dtype.name not in _DTYPES or len(node.inner_shape) != 0:
+        if dtype_name(node.dtype) not in _DTYPES or len(node.inner_shape) != 0:
             raise NotNative(f"dtype {node.dtype} / shape {node.data.shape}")
     elif isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray, C.IndexedArray,
                            C.IndexedOptionArray, C.ByteMaskedArray, C.BitMaskedArray,
