@@ -81,7 +81,8 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_reduce.json"))
     ap.add_argument("--elements", type=int, default=100_000_000)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--no-tuning", action="store_true", help="skip the launch-configuration variants")
+    ap.add_argument("--no-tuning", action="store_true", help="skip the flattened kernels' launch-configuration variants "
+                         "(the hybrid kernel's launch bounds are still compared)")
     args = ap.parse_args()
 
     import awkward as ak
