@@ -210,16 +210,16 @@ class Plan:
         """Whether a flattened strategy reduces these lists one per thread instead."""
         if not self.strategy.flatten or n_lists <= 0:
             return False
-        below = self.short_lists.get(op, self.short_lists.get("*", 0))
+        below = _per_op(self.short_lists, op, 0)
         return n_elements < below * n_lists
 
     def per_list_kernel(self, op: str) -> str:
         """The naive unit's kernel (role) that reduces ``op`` one list per thread."""
-        return self.per_list_kernels.get(op, self.per_list_kernels.get("*", "naive"))
+        return _per_op(self.per_list_kernels, op, "naive")
 
     def long_list_kernel(self, op: str) -> str:
         """What reduces ``op`` on lists above the short-list threshold (LONG_LIST_KERNELS)."""
-        return self.long_list_kernels.get(op, self.long_list_kernels.get("*", "flat"))
+        return _per_op(self.long_list_kernels, op, "flat")
 
     def per_list_role(self, op: str, n_lists: int, n_elements: int) -> str | None:
         """The naive unit's kernel that reduces these lists in place of the strategy's
@@ -278,20 +278,29 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
         overrides.setdefault(role, {}).update(fields)
     for role, fields in overrides.items():
         configs[role] = replace(configs.get(role, Launch()), **fields)
-    chosen = per_list_kernel or os.environ.get("GPUEXEC_GPU_PER_LIST_KERNEL")
-    kernels = dict(row.per_list_kernels) if not chosen else {"*": chosen}
-    for kernel in kernels.values():
-        if kernel not in PER_LIST_KERNELS:
-            raise ValueError(f"unknown per-list kernel {kernel!r}; "
-                             f"known: {', '.join(PER_LIST_KERNELS)}")
-    chosen = long_list_kernel or os.environ.get("GPUEXEC_GPU_LONG_LIST_KERNEL")
-    longs = dict(row.long_list_kernels) if not chosen else {"*": chosen}
-    for kernel in longs.values():
-        if kernel not in LONG_LIST_KERNELS:
-            raise ValueError(f"unknown long-list kernel {kernel!r}; "
-                             f"known: {', '.join(LONG_LIST_KERNELS)}")
+    kernels = _kernel_choice(row.per_list_kernels, per_list_kernel,
+                             "GPUEXEC_GPU_PER_LIST_KERNEL", PER_LIST_KERNELS, "per-list")
+    longs = _kernel_choice(row.long_list_kernels, long_list_kernel,
+                           "GPUEXEC_GPU_LONG_LIST_KERNEL", LONG_LIST_KERNELS, "long-list")
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
                 longs)
+
+
+def _per_op(table: dict, op: str, default):
+    """``table``'s entry for ``op``, else its ``"*"`` entry, else ``default``."""
+    return table.get(op, table.get("*", default))
+
+
+def _kernel_choice(row_table: dict, argument: str | None, env: str, known: tuple,
+                   what: str) -> dict:
+    """op -> kernel: the argument, then the environment variable ``env`` (one kernel for
+    every op), then the table row; every name checked against ``known``."""
+    chosen = argument or os.environ.get(env)
+    table = dict(row_table) if not chosen else {"*": chosen}
+    for kernel in table.values():
+        if kernel not in known:
+            raise ValueError(f"unknown {what} kernel {kernel!r}; known: {', '.join(known)}")
+    return table
 
 
 @dataclass
