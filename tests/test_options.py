@@ -55,6 +55,16 @@ def test_fill_none_at_the_numbers_matches_awkward_natively(arr, value, axis):
     assert_same(got, ak.fill_none(arr, value, axis=axis))
 
 
+def test_fill_none_of_an_unmasked_leaf_keeps_its_dtype_whatever_the_value():
+    """An UnmaskedArray holds no None: awkward keeps uint8 even for a fill value of -1
+    (found by hypothesis on an empty array: the fill was built in uint8 and overflowed)."""
+    for values in (np.zeros(0, np.uint8), np.arange(5, dtype=np.uint8)):
+        inner = ak.contents.UnmaskedArray(ak.contents.NumpyArray(values))
+        offsets = ak.index.Index64(np.array([0, len(values)], np.int64))
+        arr = ak.Array(ak.contents.ListOffsetArray(offsets, inner))
+        assert_same(gk.fill_none(arr, -1, axis=-1), ak.fill_none(arr, -1, axis=-1))
+
+
 @given(arr=jagged(), value=st.sampled_from(FILL_VALUES))
 def test_fill_none_on_any_layout_matches_awkward(arr, value):
     for axis in (-1, 0, 1, None):

@@ -32,6 +32,8 @@ def fill_none(array, value, axis=-1, *, highlevel=True, behavior=None, attrs=Non
     def walk(node):
         if isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray)):
             return node.copy(content=walk(node.content))
+        if isinstance(node, C.UnmaskedArray):  # holds no None: nothing to fill, and a
+            return walk(node.content)          # value outside its dtype must not be cast
         if node.is_option and L.is_numbers(node.content):
             values, valid = L.option_content(node, backend)
             fill = backend.nplike.full(values.shape[0], value, dtype=dtype)
