@@ -600,11 +600,11 @@ class GPUExecutor(ExecutorBase):
         crossover: a fixed GPU crossover in events per chunk (default: the models').
         probe: chunks each pool gets first, whatever the models say.
         gpu_merge: adjacent chunks of one file merged into one GPU task, at most (1: no
-            merging); the placement charges each chunk its share of a task's fixed cost,
-            and a GPU task being filled may take up to ``gpu_merge - 1`` chunks beyond
-            the window.
-        window: chunks in flight, as a multiple of the cluster's slots (windowed
-            submission: each chunk is placed as earlier ones complete).
+            merging; fewer as the run ends, so that the last GPU tasks are short); the
+            placement charges each chunk its share of a task's fixed cost.
+        window: tasks in flight per pool, as a multiple of its slots (windowed
+            submission: each chunk is placed when its pool has room, as earlier ones
+            complete; a GPU task counts ``gpu_merge`` chunks).
         gpu_lost_after: seconds without any worker of a GPU pool before its chunks are
             moved to CPU workers.
         memory_limit: per embedded worker ("auto": a share of the machine's memory).
@@ -789,7 +789,7 @@ class GPUExecutor(ExecutorBase):
 
         return Placement.from_pools(pools.values(), self._calibration(client, pools),
                                     gpu_merge=self.gpu_merge, crossover=self.crossover,
-                                    probe=self.probe, unmeasured_depth=1)
+                                    probe=self.probe, unmeasured_depth=1, depth=self.window)
 
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):
@@ -930,10 +930,10 @@ class GPUExecutor(ExecutorBase):
 
 class _Loop:
     """One call's windowed submission: chunks are placed as earlier ones complete (at
-    most ``window`` x the cluster's slots in flight), GPU-placed chunks of one file are
-    merged into larger tasks, completed outputs are merged on the cluster as they come,
-    failed GPU tasks are re-run on CPU workers, and a GPU pool without workers hands its
-    chunks to the CPU pool."""
+    most ``window`` x a pool's slots in flight on each pool), GPU-placed chunks of one
+    file are merged into larger tasks, completed outputs are merged on the cluster as
+    they come, failed GPU tasks are re-run on CPU workers, and a GPU pool without
+    workers hands its chunks to the CPU pool."""
 
     def __init__(self, ex: GPUExecutor, client, pools: dict, items, labels, run, task, policy):
         from gpuexec.scheduler.placement import pool_slots
@@ -969,7 +969,9 @@ class _Loop:
         self.merge_resources = merge_pool.task_resources_dict()
 
     # ------------------------------------------------------------------ placing
-    def _choose(self, i: int) -> str:
+    def _choose(self, i: int) -> str | None:
+        """The pool of chunk ``i``, or None: its pool is full, the chunk waits (the
+        policy binds a chunk to a pool when that pool has room: ``Placement.depth``)."""
         if self.policy is None:
             name = self.cpu[0] if self.cpu else self.gpu[0]
             self.pool_of[i] = name
@@ -977,8 +979,11 @@ class _Loop:
         from gpuexec.scheduler.placement import Chunk
 
         item = self.items[i]
-        self.pending_units -= _expected_units(item)
-        pool = self.policy.assign(Chunk.of(item, i), backlog_events=self.pending_units)
+        backlog = self.pending_units - _expected_units(item)
+        pool = self.policy.assign(Chunk.of(item, i), backlog_events=backlog, may_wait=True)
+        if pool is None:
+            return None
+        self.pending_units = backlog
         if pool in self.dead and self.cpu:
             self.policy.retry(i, self.cpu[0], reason=f"{pool} pool has no worker")
             pool = self.cpu[0]
@@ -987,28 +992,41 @@ class _Loop:
 
     def _refill(self) -> None:
         batch: dict[str, list[int]] = {}
-        merge, last = self.ex.gpu_merge, None
         while self.pending:
-            if self.chunks_in_flight + sum(map(len, batch.values())) >= self.limit:
-                # the window is full, but a GPU task being filled takes the following
-                # chunks the policy also sends there (the policy charged them a share of
-                # one task's fixed cost): at most gpu_merge - 1 chunks over the window
-                if last not in self.gpu or len(batch[last]) % merge == 0:
-                    break
-            i = self.pending.pop()
-            last = self._choose(i)
-            batch.setdefault(last, []).append(i)
+            # with a policy, each pool's depth bounds what is in flight (a merged GPU
+            # task counts its chunks); without one, the window over all slots does
+            if (self.policy is None
+                    and self.chunks_in_flight + sum(map(len, batch.values())) >= self.limit):
+                break
+            pool = self._choose(self.pending[-1])
+            if pool is None:
+                break
+            batch.setdefault(pool, []).append(self.pending.pop())
         if self.policy is not None:
             self.policy.end_batch()
+        remaining = len(self.pending) + sum(map(len, batch.values()))
         for pool, indices in batch.items():
-            self._submit(pool, indices)
+            self._submit(pool, indices, remaining=remaining)
 
-    def _submit(self, pool: str, indices: list[int], merge: bool = True) -> None:
+    def _merge_count(self, remaining: int | None) -> int:
+        """Chunks per merged GPU task: ``gpu_merge``, or fewer as the run ends (guided
+        self-scheduling: at most the ``remaining`` chunks' share of one slot), so that the
+        last GPU tasks are short (on the H200, ADL Q6 at 24 GPU slots: the 25th task of
+        four chunks started when the first 24 ended and set the makespan)."""
+        if remaining is None:
+            return self.ex.gpu_merge
+        return max(1, min(self.ex.gpu_merge, -(-remaining // self.slots)))
+
+    def _submit(self, pool: str, indices: list[int], merge: bool = True,
+                remaining: int | None = None) -> None:
+        """Submit the chunks ``indices`` to ``pool``; on a GPU pool adjacent chunks of one
+        file are merged (``remaining``: chunks not yet submitted, these included)."""
         from gpuexec.scheduler.placement import merge_for_gpu
 
-        if pool in self.gpu and merge and self.ex.gpu_merge > 1 and len(indices) > 1:
+        count = self._merge_count(remaining)
+        if pool in self.gpu and merge and count > 1 and len(indices) > 1:
             sizes = sorted(_expected_units(self.items[i]) for i in indices)
-            target = self.ex.gpu_merge * sizes[len(sizes) // 2]
+            target = count * sizes[len(sizes) // 2]
             merged = merge_for_gpu([self.items[i] for i in indices], max(1, target))
             groups = [tuple(indices[k] for k in part) for part in merged.parts]
             tasks = list(merged.items)
@@ -1216,8 +1234,13 @@ class _Loop:
                     raise ChunkError(f"{describe_item(self.items[sub.indices[0]])}: its task "
                                      "was cancelled")
                 if self.policy is not None:
+                    timed = set()
                     for indices, _worker, _units, seconds, _r, _t in self._runs_of(sub.future):
                         self.policy.observe(list(indices), seconds)
+                        timed.update(indices)
+                    # a chunk without a run of its own still leaves its pool's queue (a
+                    # pool at its depth would otherwise wait for it forever)
+                    self.policy.release([i for i in sub.indices if i not in timed])
                 if sub.pool in self.gpu and self.cpu:
                     # its output moves to a CPU worker at once: a GPU worker that dies later
                     # takes no result with it (Dask could only recompute it on a GPU)

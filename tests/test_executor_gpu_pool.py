@@ -314,3 +314,14 @@ def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference):
         assert all(f.from_pool == "gpu" and f.to_pool == "cpu" for f in call.fallbacks)
     finally:
         ex.close()
+
+
+def test_merged_gpu_tasks_shrink_as_the_run_ends():
+    """Guided self-scheduling of merged GPU tasks: gpu_merge chunks while plenty remain,
+    then at most the remaining chunks' share of one slot."""
+    from gpuexec.executor import _Loop
+
+    loop = _Loop.__new__(_Loop)
+    loop.ex, loop.slots = GPUExecutor(gpu_merge=4), 16
+    assert [loop._merge_count(r) for r in (None, 100, 64, 49, 33, 17, 16, 1)] == \
+        [4, 4, 4, 4, 3, 2, 1, 1]

@@ -365,3 +365,52 @@ def test_an_idle_gpu_pool_slower_per_chunk_still_takes_chunks_that_shorten_the_r
     assert helped and run.pools["gpu"]["chunks"] >= 10
     assert run.makespan < 0.95 * all_cpu
     assert sum(v["events"] for v in run.pools.values()) == 100 * 50_000
+
+
+def test_a_chunk_waits_while_its_pool_is_at_its_depth():
+    """``depth``: a pool holds at most depth x slots (x merge) chunks not yet observed;
+    a chunk whose chosen pool is full is not assigned (late binding) when the caller can
+    hold it back, and is assigned as before when it cannot."""
+    policy = Placement([Pool("gpu", "gpu", 2, CostModel(0.0, 1e7), merge=2),
+                        Pool("cpu", "cpu", 1, CostModel(0.0, 1e3))], depth=1.0, explore=False)
+    assert policy.capacity("gpu") == 4 and policy.capacity("cpu") == 1
+    assert Placement(pools()).capacity("gpu") == math.inf
+    placed = [policy.assign(chunk(i, 1000, start=1000 * i), now=0.0, may_wait=True)
+              for i in range(4)]
+    assert placed == ["gpu"] * 4
+    waiting = chunk(4, 1000, start=4000)
+    assert policy.assign(waiting, now=0.0, may_wait=True) is None
+    assert len(policy.decisions()) == 4  # nothing recorded for the waiting chunk
+    policy.observe([0, 1], 0.0002, now=0.0002)  # a task of two chunks completed
+    assert policy.assign(waiting, now=0.0002, may_wait=True) == "gpu"
+    # a task that completed without a run of its own frees its chunks' places too
+    policy.release([2, 3])
+    assert policy.assign(chunk(5, 1000, start=5000), now=0.0003, may_wait=True) == "gpu"
+    assert policy.decisions()[2]["finished_at"] is not None
+    # without may_wait the depth does not apply (e.g. retries, place())
+    for i in range(6, 9):
+        assert policy.assign(chunk(i, 1000, start=1000 * i), now=0.0003) == "gpu"
+    with pytest.raises(ValueError):
+        Placement(pools(), depth=0)
+
+
+def test_a_simulated_run_with_a_depth_holds_chunks_back_and_loses_none():
+    def truth():
+        return [Pool("cpu", "cpu", 4, CostModel(0.0, 50_000 / 0.22)),
+                Pool("gpu", "gpu", 6, CostModel(0.2, 200_000 / 0.3), merge=4)]
+
+    chunks = [50_000] * 100
+    policy = Placement(truth(), unmeasured_depth=1, depth=1.0)
+    seen = []
+    assign = policy.assign
+
+    def watched(*args, **kwargs):  # the most chunks a pool ever held at once
+        pool = assign(*args, **kwargs)
+        seen.append(max(policy._queued(p) / policy.capacity(p) for p in policy.pools))
+        return pool
+
+    policy.assign = watched
+    run = simulate(chunks, policy, truth(), window=56)
+    assert max(seen) <= 1.0
+    assert sum(v["events"] for v in run.pools.values()) == 100 * 50_000
+    assert len(policy.decisions()) == 100

@@ -314,12 +314,19 @@ class Placement:
     room (None: no limit): the seeds come from kernel timings, not the user's processor,
     and can be off by 100x for one pool more than another (seen on the H200: merged GPU
     tasks worth 26 chunks queued before the GPU's first result set the makespan);
+    ``depth``: with ``assign(..., may_wait=True)`` a pool holds at most ``depth`` x its
+    slots (x ``merge`` chunks per task) assigned and not yet observed, and a chunk whose
+    chosen pool is at that depth waits (``assign`` returns None) instead of queueing
+    (None: no limit). A chunk is bound to a pool late, when that pool is about to run it:
+    a prediction made while every slot is busy cannot commit the rest of the run to one
+    queue (seen on the H200, ADL Q8: 60 chunks queued on 4 CPU slots while 24 GPU slots
+    sat idle for the last second of the run);
     ``clock``: seconds since the run started (default: a monotonic clock started now),
     used when ``now`` is not passed."""
 
     def __init__(self, pools: Iterable[Pool], *, crossover: float | None = None,
                  probe: int = 0, explore: bool = True, unmeasured_depth: int | None = None,
-                 clock: Callable[[], float] | None = None):
+                 depth: float | None = None, clock: Callable[[], float] | None = None):
         self.pools = {p.name: p for p in pools}
         if not self.pools:
             raise ValueError("placement needs at least one pool")
@@ -329,6 +336,9 @@ class Placement:
         if unmeasured_depth is not None and unmeasured_depth < 1:
             raise ValueError(f"unmeasured_depth must be >= 1 or None, got {unmeasured_depth}")
         self.unmeasured_depth = unmeasured_depth
+        if depth is not None and not depth > 0:
+            raise ValueError(f"depth must be > 0 or None, got {depth}")
+        self.depth = depth
         if clock is None:
             start = time.monotonic()
             clock = lambda: time.monotonic() - start  # noqa: E731
@@ -406,6 +416,14 @@ class Placement:
     def _queued(self, pool: str) -> int:
         """Chunks assigned to ``pool`` and not yet observed."""
         return sum(len(s.outstanding) for s in self._slots[pool])
+
+    def capacity(self, pool: str) -> float:
+        """Chunks ``pool`` may hold assigned and not yet observed (``depth``; inf: no
+        limit): at least one task per slot."""
+        if self.depth is None:
+            return math.inf
+        p = self.pools[pool]
+        return max(p.slots, math.ceil(self.depth * p.slots)) * p.merge
 
     def _now(self, now: float | None) -> float:
         return self.clock() if now is None else float(now)
@@ -510,11 +528,14 @@ class Placement:
             return best, "above crossover, earlier finish"
         return best, "above crossover, CPU pool finishes earlier"
 
-    def assign(self, chunk, now: float | None = None, backlog_events: int = 0) -> str:
+    def assign(self, chunk, now: float | None = None, backlog_events: int = 0, *,
+               may_wait: bool = False) -> str | None:
         """The pool for ``chunk`` (a ``Chunk``; a WorkItem-like is numbered by the
         order of assignment); the decision is recorded and the pool's queue updated.
         ``backlog_events``: events of the chunks still to be assigned after this one,
-        when chunks are assigned as others complete (0 when all are assigned at once)."""
+        when chunks are assigned as others complete (0 when all are assigned at once).
+        ``may_wait``: the caller can hold the chunk back until a task completes; then a
+        chunk whose pool is at its ``capacity`` is not assigned and None is returned."""
         if not isinstance(chunk, Chunk):
             chunk = Chunk.of(chunk, len(self._records))
         if chunk.id in self._records:
@@ -522,6 +543,8 @@ class Placement:
                              f"(to {self._records[chunk.id].pool})")
         now = self._now(now)
         pool, reason = self.choose(chunk, now, backlog_events)
+        if may_wait and self._queued(pool) >= self.capacity(pool):
+            return None
         self._enqueue(chunk, pool, reason, now)
         return pool
 
@@ -594,6 +617,17 @@ class Placement:
         ratio = model.observe(events, seconds)
         if ratio is not None:
             self._log_scale = _ew(self._log_scale, ratio, 1.0 - model.decay)
+
+    def release(self, chunk_ids, now: float | None = None) -> None:
+        """Chunks whose task completed without a time of theirs (e.g. skipped): they
+        leave their pool's queue, nothing is learned."""
+        now = self._now(now)
+        for cid in [chunk_ids] if isinstance(chunk_ids, int) else chunk_ids:
+            record = self._records[cid]
+            slot = self._slots[record.pool][record.slot]
+            if slot.outstanding.pop(cid, None) is not None:
+                record.finished_at = now
+                slot.anchor = max(slot.anchor, now)
 
     # ------------------------------------------------------------------ records
     def decisions(self) -> list[dict]:
@@ -749,7 +783,10 @@ def simulate(chunks: Sequence, policy, truth: Sequence[Pool], *,
     - ``window=k``: at most k chunks queued or running; the next is assigned when one
       completes, after its actual time was observed (online refinement);
     - ``warmup=k``: as ``window=k`` until every pool given a chunk has reported one,
-      then all the others at once with the refined models."""
+      then all the others at once with the refined models.
+
+    In every mode a policy with a ``depth`` holds a chunk back while its pool is full
+    and offers it again when a task completes (late binding, as the executor does)."""
     import heapq
     from collections import deque
 
@@ -804,7 +841,12 @@ def simulate(chunks: Sequence, policy, truth: Sequence[Pool], *,
         while pending and (limit is None or in_flight < limit):
             c = pending.popleft()
             backlog = 0 if limit is None else sum(p.events for p in pending)
-            name = policy.assign(c, now=now, backlog_events=backlog)
+            # a policy with a ``depth`` may hold the chunk back: it is offered again when
+            # the next task completes
+            name = policy.assign(c, now=now, backlog_events=backlog, may_wait=True)
+            if name is None:
+                pending.appendleft(c)
+                break
             assignments[c.id] = name
             queues[name].append(c)
             in_flight += 1
