@@ -93,3 +93,25 @@ def test_launch_overrides_and_block_rule(monkeypatch):
     assert S.plan("sm_90").launch_of("fused").block == 512
     with pytest.raises(ValueError, match="multiple of 64"):
         S.Launch(block=96)
+
+
+def test_family_per_list_window():
+    """The filter runs its per-list kernels on many lists of about five (measured on the
+    H200); shorter, longer or fewer lists keep the strategy's flattened passes."""
+    p = S.plan("sm_90")
+    assert p.family_runs_per_list("filter", 20_000_000, 100_000_000)
+    assert not p.family_runs_per_list("filter", 200_000, 1_000_000)  # too few lists
+    assert not p.family_runs_per_list("filter", 20_000_000, 40_000_000)  # mean 2
+    assert not p.family_runs_per_list("filter", 20_000_000, 200_000_000)  # mean 10
+    assert not p.family_runs_per_list("filter", 0, 0)
+    assert not p.family_runs_per_list("local_index", 20_000_000, 100_000_000)
+    assert not S.plan("sm_90", strategy="naive").family_runs_per_list("filter", 20_000_000,
+                                                                       100_000_000)
+    assert not S.plan("gfx90a").family_runs_per_list("filter", 20_000_000, 100_000_000)
+    # "always flattened" clears the windows; an argument replaces them
+    assert not S.plan("sm_90", short_lists=0).family_runs_per_list("filter", 20_000_000,
+                                                                    100_000_000)
+    everywhere = {"filter": S.ListWindow(0, float("inf"))}
+    assert S.plan("sm_90", family_per_list=everywhere).family_runs_per_list("filter", 3, 1)
+    window = S.ListWindow(4, 8, 10)
+    assert window.holds(10, 40) and not window.holds(10, 80) and not window.holds(9, 45)

@@ -63,7 +63,10 @@ def _modules_not_loaded(dask_worker=None):
     missing += [f"{op.contract} per-list" for op in strategies.OPS
                 if op.dtypes and backend.plan.uses_per_list_unit(op.device)
                 and (op.contract, "naive") not in backend._prepared]
-    return missing + [f.name for f in families.FAMILIES if f.name not in backend._family_modules]
+    missing += [f.name for f in families.FAMILIES if (f.name, False) not in backend._family_modules]
+    return missing + [f"{f.name} per-list" for f in families.FAMILIES
+                      if f.name in backend.plan.family_per_list
+                      and (f.name, True) not in backend._family_modules]
 
 
 def test_gpu_workers_start_warm_with_every_kernel_module_loaded(executor):

@@ -367,6 +367,27 @@ def test_kernels_on_misaligned_views(strategy, start, backends):
            cpu.kernel("compact_offsets")(off[:-1], off[1:]))
 
 
+def test_filter_per_list_window_runs_the_per_list_kernels():
+    """Where the strategy table's window holds (here: every input), the fused and split
+    backends run the filter's per-list count and fill from the naive unit, with the same
+    results as awkward."""
+    from gpuexec.kernels.gpu.backend import GPUBackend
+    from gpuexec.kernels.gpu.strategies import ListWindow
+
+    everywhere = {"filter": ListWindow(0, float("inf"))}
+    for strategy in ("fused", "split"):
+        be = GPUBackend(strategy=strategy, family_per_list=everywhere)
+        for layout in ("listoffset", "listarray"):
+            x = case("float64", layout)[0]
+            m = ak.local_index(x) % 3 != 1
+            with gk.counting() as s:
+                got = gk.filter(device(x), device(m), backend=be)
+            assert ak.to_list(ak.to_backend(got, "cpu")) == ak.to_list(x[m])
+            names = {k for k in s["kernels"] if k.startswith("gk_")}
+            assert "gk_filter_fill_naive" in names and "gk_filter_fused" not in names
+            assert "gk_filter_fill" not in names
+
+
 # -- strategies really differ; memory errors --------------------------------------------------
 def test_family_strategies_launch_different_kernels(backends):
     x = device(case("float64", "listarray")[0])

@@ -117,7 +117,7 @@ class GPUBackend(Backend):
     def __init__(self, vendor: str | None = None, strategy: str | None = None,
                  launch=None, device: int = 0, cache_dir: str | None = None,
                  short_lists: float | None = None, per_list_kernel: str | None = None,
-                 long_list_kernel: str | None = None):
+                 long_list_kernel: str | None = None, family_per_list: dict | None = None):
         super().__init__()
         import cupy
 
@@ -132,7 +132,7 @@ class GPUBackend(Backend):
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
         self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list_kernel,
-                           long_list_kernel)
+                           long_list_kernel, family_per_list)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}
@@ -230,14 +230,17 @@ class GPUBackend(Backend):
     # what launchers.Launchers needs (the indexing and structure families)
     launch = _launch
 
-    def family_functions(self, family: str) -> dict:
-        """{extern "C" name: function} of ``family``'s unit under this backend's plan."""
-        funcs = self._family_modules.get(family)
+    def family_functions(self, family: str, per_list: bool = False) -> dict:
+        """{extern "C" name: function} of ``family``'s unit under this backend's plan
+        (``per_list``: its naive unit, whose per-list kernels the plan may pick)."""
+        key = (family, per_list)
+        funcs = self._family_modules.get(key)
         if funcs is None:
             from gpuexec.kernels.gpu import families
 
-            unit = families.unit_for(self.plan, families.BY_NAME[family])
-            funcs = self._family_modules[family] = self.runtime.module(unit)
+            plan = self.plan.per_list_plan() if per_list else self.plan
+            unit = families.unit_for(plan, families.BY_NAME[family])
+            funcs = self._family_modules[key] = self.runtime.module(unit)
         return funcs
 
     def preload(self) -> None:
@@ -253,6 +256,8 @@ class GPUBackend(Backend):
                 self._functions(op, per_list_plan)
         for family in families.FAMILIES:
             self.family_functions(family.name)
+            if self.plan.strategy.flatten and family.name in self.plan.family_per_list:
+                self.family_functions(family.name, per_list=True)
 
     def family_block(self, family: str) -> int:
         return self.plan.launch_of(family).block

@@ -75,8 +75,9 @@ class Launchers:
         out.fill(0)
         return out
 
-    def _run(self, family: str, name: str, grid: int, args: tuple, block: int | None = None):
-        fn = self.dev.family_functions(family)[name]
+    def _run(self, family: str, name: str, grid: int, args: tuple, block: int | None = None,
+             per_list: bool = False):
+        fn = self.dev.family_functions(family, per_list)[name]
         self.dev.launch(name, fn, int(grid), block or self.dev.family_block(family), args)
 
     def _variant(self) -> str:
@@ -101,20 +102,24 @@ class Launchers:
         return out
 
     # -- offsets -----------------------------------------------------------------------
-    def _list_scan(self, family: str, what: str, n: int, count_args: tuple):
+    def _list_scan(self, family: str, what: str, n: int, count_args: tuple,
+                   per_list: bool = False):
         """offsets int64[n+1] = exclusive running sum of the per-list counts the
-        ``gk_<what>_*`` kernels compute from ``count_args``."""
+        ``gk_<what>_*`` kernels compute from ``count_args`` (``per_list``: the family's
+        naive unit, whose scan is the three-pass one)."""
         block = self.dev.family_block(family)
         ntiles = _cdiv(n + 1, block * F.LIST_ITEMS)
         out = self.dev.alloc(n + 1, _I64, f"gk_{what}")
-        if self._variant() == "fused":
+        if self._variant() == "fused" and not per_list:
             status = self._zeros(ntiles + 1, _U64, f"gk_{what}_fused")
             self._run(family, f"gk_{what}_fused", ntiles, count_args + (_i(n), _p(status), _p(out)))
             return out
         sums = self.dev.alloc(ntiles + 1, _I64, f"gk_{what}_tiles")
-        self._run(family, f"gk_{what}_tiles", ntiles, count_args + (_i(n), _p(sums)))
-        self._run(family, "gk_scan_tiles", 1, (_p(sums), _i(ntiles)))
-        self._run(family, f"gk_{what}_down", ntiles, count_args + (_i(n), _p(sums), _p(out)))
+        self._run(family, f"gk_{what}_tiles", ntiles, count_args + (_i(n), _p(sums)),
+                  per_list=per_list)
+        self._run(family, "gk_scan_tiles", 1, (_p(sums), _i(ntiles)), per_list=per_list)
+        self._run(family, f"gk_{what}_down", ntiles, count_args + (_i(n), _p(sums), _p(out)),
+                  per_list=per_list)
         return out
 
     def compact_offsets(self, starts, stops):
@@ -204,16 +209,18 @@ class Launchers:
         block = self.dev.family_block("filter")
         variant = self._variant()
         offsets = self.dev.alloc(n + 1, _I64, f"gk_{kind}")
-        if variant == "naive":
+        # the strategy table's window: many lists of about five run one per thread
+        per_list = self.dev.plan.family_runs_per_list("filter", n, m)
+        if variant == "naive" or per_list:
             counts = self.dev.alloc(n, _I64, f"gk_{kind}_count_naive")
             self._run("filter", f"gk_{kind}_count_naive", _cdiv(n, block),
-                      (_p(moff), _i(n), _p(mbytes), _p(vbytes), _p(counts)))
-            offsets = self._list_scan("filter", "counts", n, (_p(counts),))
+                      (_p(moff), _i(n), _p(mbytes), _p(vbytes), _p(counts)), per_list=per_list)
+            offsets = self._list_scan("filter", "counts", n, (_p(counts),), per_list)
             k = int(offsets[n])
             carry = self.dev.alloc(k, _I64, f"gk_{kind}_fill_naive")
             self._run("filter", f"gk_{kind}_fill_naive", _cdiv(n, block),
                       (_p(starts), _p(moff), _i(n), _p(mbytes), _p(vbytes), _p(offsets),
-                       _p(carry)))
+                       _p(carry)), per_list=per_list)
             return offsets, carry
         tile = block * F.FILTER_ITEMS
         ntiles = max(1, _cdiv(m, tile))

@@ -26,13 +26,19 @@ takes a batch of lists, reduces the short ones one per lane and streams the long
 the whole wave; low registers, no segmented scan). Mixed lengths (mostly short lists, a
 few long ones holding most of the content) are where the two differ.
 
+Kernel families (``families.py``) may name a window of inputs on which their per-list
+kernels run under every strategy (``family_per_list``: mean list length and list count):
+the filter's per-list count and fill beat its flattened passes on many lists of about five
+elements on the H200, and lose on shorter, longer or fewer lists.
+
 Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive``, ``GPUEXEC_GPU_LAUNCH``
 (``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``)
-``GPUEXEC_GPU_SHORT_LISTS`` (one threshold for every op; 0 = always flattened),
+``GPUEXEC_GPU_SHORT_LISTS`` (one threshold for every op; 0 = always flattened, the
+families' windows below included),
 ``GPUEXEC_GPU_PER_LIST_KERNEL=naive|tiled|hybrid`` and
 ``GPUEXEC_GPU_LONG_LIST_KERNEL=flat|hybrid``, or the same through
 ``GPUBackend(strategy=..., launch=..., short_lists=..., per_list_kernel=...,
-long_list_kernel=...)``.
+long_list_kernel=..., family_per_list=...)``.
 
 ``compile_units(arch)`` lists every (source, defines) the runtime may compile for an
 architecture with the extern "C" kernels each defines and what the strategy promises about
@@ -127,6 +133,23 @@ class ArchRow:
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})
     # op -> what reduces lists at or above the short-list threshold (LONG_LIST_KERNELS)
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})
+    # kernel family -> ListWindow where its per-list kernels beat its flattened passes
+    family_per_list: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ListWindow:
+    """Inputs on which a kernel family runs its per-list (naive unit) kernels under every
+    strategy: mean list length in ``[mean_from, mean_below)`` and at least ``lists_from``
+    lists (both known on the host without reading the data)."""
+
+    mean_from: float
+    mean_below: float
+    lists_from: int = 0
+
+    def holds(self, n_lists: int, n_elements: int) -> bool:
+        return (n_lists > 0 and n_lists >= self.lists_from
+                and self.mean_from * n_lists <= n_elements < self.mean_below * n_lists)
 
 
 # the per-list kernels of the naive unit (role names in its compile unit)
@@ -166,7 +189,13 @@ ARCHES: tuple[ArchRow, ...] = (
             # hybrid kernel 76-77 % for sum/prod/min/max and 53 % for argmin/argmax vs
             # fused 66-70 % and 38 %; count_nonzero 59 % vs fused 68 %: flat
             {"sum": "hybrid", "prod": "hybrid", "min": "hybrid", "max": "hybrid",
-             "argmin": "hybrid", "argmax": "hybrid", "*": "flat"}),
+             "argmin": "hybrid", "argmax": "hybrid", "*": "flat"},
+            # H200, filter kernel ms, fused / split / naive (gpu_filter_sweep.json):
+            # Poisson(5) at 2M lists 0.268 / 0.269 / 0.249, 20M lists 1.314 / 1.088 / 1.052
+            # (fused wins below 1M lists: 0.212 / 0.219 / 0.243); Poisson(2) at 20M lists
+            # 0.565 / 0.544 / 0.672 and Poisson(10) 2.046 / 2.014 / 2.309: the per-list
+            # kernel wins only on many lists of about five
+            {"filter": ListWindow(4.0, 8.0, 2_000_000)}),
 )
 
 
@@ -205,6 +234,13 @@ class Plan:
     short_lists: dict = field(default_factory=dict)  # op -> mean list length threshold
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op -> role
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})  # op -> kernel
+    family_per_list: dict = field(default_factory=dict)  # family -> ListWindow
+
+    def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
+        """Whether a flattened strategy runs ``family``'s per-list kernels on these lists."""
+        window = self.family_per_list.get(family)
+        return bool(self.strategy.flatten and window is not None
+                    and window.holds(n_lists, n_elements))
 
     def per_list(self, op: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy reduces these lists one per thread instead."""
@@ -257,9 +293,10 @@ class Plan:
 
 def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None,
          short_lists: float | None = None, per_list_kernel: str | None = None,
-         long_list_kernel: str | None = None) -> Plan:
+         long_list_kernel: str | None = None, family_per_list: dict | None = None) -> Plan:
     """The strategy and launch configuration for ``arch`` after overrides (argument, then
-    environment, then the table)."""
+    environment, then the table). A ``short_lists`` override of 0 (always flattened) also
+    clears the families' per-list windows; ``family_per_list`` replaces them."""
     row = arch_row(arch)
     if short_lists is None and os.environ.get("GPUEXEC_GPU_SHORT_LISTS"):
         short_lists = float(os.environ["GPUEXEC_GPU_SHORT_LISTS"])
@@ -282,8 +319,13 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
                              "GPUEXEC_GPU_PER_LIST_KERNEL", PER_LIST_KERNELS, "per-list")
     longs = _kernel_choice(row.long_list_kernels, long_list_kernel,
                            "GPUEXEC_GPU_LONG_LIST_KERNEL", LONG_LIST_KERNELS, "long-list")
+    windows = dict(row.family_per_list)
+    if short_lists is not None and float(short_lists) == 0:
+        windows = {}
+    if family_per_list is not None:
+        windows = dict(family_per_list)
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
-                longs)
+                longs, windows)
 
 
 def _per_op(table: dict, op: str, default):
