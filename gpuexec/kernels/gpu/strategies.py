@@ -191,10 +191,10 @@ ARCHES: tuple[ArchRow, ...] = (
             {"sum": "hybrid", "prod": "hybrid", "min": "hybrid", "max": "hybrid",
              "argmin": "hybrid", "argmax": "hybrid", "*": "flat"},
             # H200, filter kernel ms, fused / split / naive (gpu_filter_sweep.json):
-            # Poisson(5) at 2M lists 0.268 / 0.269 / 0.249, 20M lists 1.314 / 1.088 / 1.052
-            # (fused wins below 1M lists: 0.212 / 0.219 / 0.243); Poisson(2) at 20M lists
-            # 0.565 / 0.544 / 0.672 and Poisson(10) 2.046 / 2.014 / 2.309: the per-list
-            # kernel wins only on many lists of about five
+            # Poisson(5) at 2M lists 0.270 / 0.274 / 0.248, 20M lists 1.197 / 1.139 / 1.094
+            # (fused wins up to 1M lists: 0.210 / 0.221 / 0.233); Poisson(2) at 20M lists
+            # 0.617 / 0.576 / 0.701 and Poisson(10) 2.112 / 2.063 / 2.408: the per-list
+            # kernel wins only on many lists of about five (an earlier run agreed)
             {"filter": ListWindow(4.0, 8.0, 2_000_000)}),
 )
 
