@@ -162,8 +162,7 @@ def main() -> None:
     variants += (("hybrid", "hybrid:min_blocks=4"), ("hybrid", "hybrid:min_blocks=6"))
     for strategy, launch in variants:
         try:
-            be = (backend_of(strategy, launch) if strategy == "hybrid"
-                  else GPUBackend(strategy=strategy, launch=launch))
+            be = backend_of(strategy, launch)
         except Exception as err:
             tuning.append({"strategy": strategy, "launch": launch, "error": str(err)[:200]})
             continue

@@ -609,10 +609,7 @@ class Placement:
         events = sum(r.events for r in records)
         for r in records:
             r.actual_seconds = seconds * (r.events / events if events else 1 / len(records))
-            r.finished_at = now
-            slot = self._slots[pool][r.slot]
-            slot.outstanding.pop(r.chunk, None)
-            slot.anchor = max(slot.anchor, now)
+            self._leave_queue(r, now)
         model = self.pools[pool].model
         ratio = model.observe(events, seconds)
         if ratio is not None:
@@ -624,10 +621,16 @@ class Placement:
         now = self._now(now)
         for cid in [chunk_ids] if isinstance(chunk_ids, int) else chunk_ids:
             record = self._records[cid]
-            slot = self._slots[record.pool][record.slot]
-            if slot.outstanding.pop(cid, None) is not None:
-                record.finished_at = now
-                slot.anchor = max(slot.anchor, now)
+            if cid in self._slots[record.pool][record.slot].outstanding:
+                self._leave_queue(record, now)
+
+    def _leave_queue(self, record: Decision, now: float) -> None:
+        """``record``'s chunk finished at ``now``: off its slot's queue, which runs its
+        next chunk from then."""
+        record.finished_at = now
+        slot = self._slots[record.pool][record.slot]
+        slot.outstanding.pop(record.chunk, None)
+        slot.anchor = max(slot.anchor, now)
 
     # ------------------------------------------------------------------ records
     def decisions(self) -> list[dict]:
