@@ -76,6 +76,8 @@ def gpuexec_executor(mode: str, args):
                   dashboard_address="127.0.0.1:0", status=False)
     if args.gpu_merge is not None:
         common["gpu_merge"] = args.gpu_merge
+    if args.gpu_share is not None:
+        common["gpu_share"] = args.gpu_share
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
     if mode == "all-gpu":
@@ -92,7 +94,9 @@ def main(argv=None) -> int:
     parser.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--gpu-backend", default=None, help='"cpu": a CPU-backed GPU pool')
     parser.add_argument("--gpu-workers", type=int, default=None)
-    parser.add_argument("--gpu-threads", type=int, default=2)
+    parser.add_argument("--gpu-threads", type=int, default=None)
+    parser.add_argument("--gpu-share", default=None, choices=("auto", "mps", "none"),
+                        help="how GPU workers share a device (GPUExecutor's gpu_share)")
     parser.add_argument("--gpu-merge", type=int, default=None,
                         help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
                              "default when not given)")
@@ -128,7 +132,7 @@ def main(argv=None) -> int:
     results = {"machine": machine(), "events": args.events, "chunksize": chunksize,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
-               "gpu_merge": args.gpu_merge, "queries": {}}
+               "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
         same = all(earlier.get(k) == results[k] for k in ("events", "chunksize", "cores"))
@@ -151,10 +155,8 @@ def main(argv=None) -> int:
             # reach every GPU worker's slots (each process pays its own first use)
             warm = args.cores
             if name not in ("dask", "futures"):
-                from gpuexec import GPUExecutor
-
-                warm += ((args.gpu_workers or 1) * args.gpu_threads
-                         * (args.gpu_merge or GPUExecutor.gpu_merge))
+                warm += sum(p.workers * p.threads * ex.gpu_merge
+                            for p in ex.cluster_spec().pools if p.is_gpu)
             for number in queries:
                 spent = time.perf_counter() - start
                 if args.executor_budget is not None and spent > args.executor_budget:

@@ -55,10 +55,25 @@ gpuexec_start_workers() {
     local extra=()
     if [[ -n "${DASK_INTERFACE:-}" ]]; then extra+=(--interface "${DASK_INTERFACE}"); fi
     if [[ "${NO_CPU_WORKERS:-0}" == 1 ]]; then extra+=(--no-cpu-workers); fi
+    if [[ "${MPS:-0}" == 1 ]]; then extra+=(--mps); fi
     srun "$@" "${PYTHON}" "${GPUEXEC_REPO}/deploy/start_workers.py" \
-        --scheduler-file "${SCHEDULER_FILE}" --gpu-threads "${GPU_THREADS:-2}" "${extra[@]}" \
+        --scheduler-file "${SCHEDULER_FILE}" --gpu-workers "${GPU_WORKERS:-1}" \
+        --gpu-threads "${GPU_THREADS:-2}" "${extra[@]}" \
         > "${RUN_DIR}/workers-${SLURM_JOB_ID:-local}.log" 2>&1 &
     GPUEXEC_PIDS+=("$!")
+}
+
+gpuexec_workers_per_task() {
+    # "$1": cores per task. Workers start_workers.py starts in one task: GPU_WORKERS GPU
+    # workers of GPU_THREADS cores, a CPU worker on each remaining core
+    local gpu="${GPU_WORKERS:-1}" threads="${GPU_THREADS:-2}" rest
+    if [[ "${NO_CPU_WORKERS:-0}" == 1 ]]; then
+        echo "${gpu}"
+        return
+    fi
+    rest=$(($1 - gpu * threads))
+    if ((rest < 0)); then rest=0; fi
+    echo $((gpu + rest))
 }
 
 gpuexec_run_analysis() {

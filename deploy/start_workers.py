@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Start gpuexec's Dask workers for one Slurm task: one GPU worker pinned to the task's
-GPU (GCD) on the first ``--gpu-threads`` cores of the task, and CPU workers on the rest.
+"""Start gpuexec's Dask workers for one Slurm task: ``--gpu-workers`` GPU workers (default
+one) pinned to the task's GPU (GCD), ``--gpu-threads`` cores each from the first of the
+task's cores, and CPU workers on the rest.
 
 The job scripts run this once per GPU (``srun --ntasks-per-node=<GPUs per node>``), so
 that Slurm's CPU binding gives each task the cores closest to its GPU:
@@ -11,9 +12,15 @@ that Slurm's CPU binding gives each task the cores closest to its GPU:
 - its GPU is what ``gpuexec.scheduler.devices.discover()`` sees: one device when Slurm
   bound one (``--gpus-per-task=1``), else device ``SLURM_LOCALID`` of those visible (the
   LUMI way: every task sees all eight GCDs and picks its own);
-- the GPU worker gets the device's pinning variables (``ROCR_VISIBLE_DEVICES`` +
+- each GPU worker gets the device's pinning variables (``ROCR_VISIBLE_DEVICES`` +
   ``HIP_VISIBLE_DEVICES`` on AMD, ``CUDA_VISIBLE_DEVICES`` on NVIDIA), declares
   ``GPU=1`` and runs ``--gpu-threads`` threads; CPU workers declare ``CPU=<threads>``;
+- ``--mps`` (NVIDIA): the task's GPU workers share the device through an MPS control
+  daemon: one already answering (e.g. started for the node by the job script) or one this
+  task starts for its own GPU in a private pipe directory and quits when its workers end
+  (``gpuexec.scheduler.mps``). Several processes per GPU are what make one GPU busy; on one
+  H200 16 of them ran ADL Q8 at 3.2 M events/s without MPS and 13.0 with it
+  (docs/executor.md);
 - every worker process is bound (``sched_setaffinity``) to its own cores, and its numba
   thread count equals its Dask threads.
 
@@ -85,19 +92,23 @@ def plan(args, env=None, cores=None, found=None) -> dict:
     host = socket.gethostname().split(".")[0]
     device = None if args.no_gpu_worker else choose_device(
         devices.discover(env) if found is None else found, localid)
-    split = devices.split_cores(1 if device else 0, cores, helper_threads=args.gpu_threads,
+    n_gpu = args.gpu_workers if device is not None else 0
+    split = devices.split_cores(n_gpu, cores, helper_threads=args.gpu_threads,
                                 cpu_threads=args.cpu_threads,
                                 cpu_workers=0 if args.no_cpu_workers else None)
+    mps = bool(args.mps and device is not None)
+    if mps and device.vendor != devices.NVIDIA:
+        raise SystemExit("start_workers: --mps is NVIDIA's; AMD GPUs share without it")
     workers = []
-    if device is not None:
-        gcores = list(split.gpu_cores[0])
+    for k, gcores in enumerate(split.gpu_cores):
+        gcores = list(gcores)
         threads = len(gcores)
         wenv = {"NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
         wenv.update(device.pin_env(env))
-        workers.append({"kind": "gpu", "name": f"gpu-{host}-{localid}", "cores": gcores,
-                        "device": device.describe(), "env": wenv,
-                        "cmd": worker_command(args, f"gpu-{host}-{localid}", threads, "GPU=1",
-                                              threads)})
+        name = f"gpu-{host}-{localid}" + (f"-{k}" if n_gpu > 1 else "")
+        workers.append({"kind": "gpu", "name": name, "cores": gcores,
+                        "device": device.describe(), "env": wenv, "mps": mps,
+                        "cmd": worker_command(args, name, threads, "GPU=1", threads)})
     rest = list(split.cpu_cores)
     t = split.cpu_threads
     for i in range(split.cpu_workers):
@@ -109,14 +120,28 @@ def plan(args, env=None, cores=None, found=None) -> dict:
         workers.append({"kind": "cpu", "name": name, "cores": wcores, "env": wenv,
                         "cmd": worker_command(args, name, t, f"CPU={t}", len(wcores))})
     return {"host": host, "slurm_localid": localid, "cores": cores,
-            "device": device.describe() if device else None,
+            "device": device.describe() if device else None, "mps": mps,
             "split": split.describe(), "workers": workers}
 
 
 def launch(the_plan: dict) -> int:
+    daemon = None
+    if the_plan.get("mps"):
+        from gpuexec.scheduler import mps
+
+        daemon = mps.start()  # this task's view of the devices: its own GPU
+        print(f"start_workers: GPU workers use {daemon.describe()}", flush=True)
+    try:
+        return _run_workers(the_plan, daemon.client_env() if daemon else {})
+    finally:
+        if daemon is not None:
+            daemon.stop()
+
+
+def _run_workers(the_plan: dict, mps_env: dict) -> int:
     children = []
     for w in the_plan["workers"]:
-        env = dict(os.environ, **w["env"])
+        env = dict(os.environ, **w["env"], **(mps_env if w.get("mps") else {}))
         cores = set(w["cores"])
         children.append(subprocess.Popen(
             w["cmd"], env=env, preexec_fn=lambda cores=cores: os.sched_setaffinity(0, cores)))
@@ -140,9 +165,14 @@ def launch(the_plan: dict) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scheduler-file", required=True)
+    parser.add_argument("--gpu-workers", type=int, default=1,
+                        help="GPU worker processes on the task's GPU (default %(default)s; "
+                             "several want --mps on NVIDIA)")
     parser.add_argument("--gpu-threads", type=int, default=2,
-                        help="cores/threads of the GPU worker (reading and decompression "
+                        help="cores/threads of each GPU worker (reading and decompression "
                              "overlap the GPU); default %(default)s")
+    parser.add_argument("--mps", action="store_true",
+                        help="NVIDIA: the GPU workers share the GPU through an MPS daemon")
     parser.add_argument("--cpu-threads", type=int, default=1,
                         help="threads per CPU worker (default %(default)s)")
     parser.add_argument("--no-cpu-workers", action="store_true",
@@ -157,8 +187,8 @@ def main(argv=None) -> int:
                         help="seconds a worker waits for the scheduler before exiting")
     parser.add_argument("--dry-run", action="store_true", help="print the plan as JSON")
     args = parser.parse_args(argv)
-    if args.gpu_threads < 1 or args.cpu_threads < 1:
-        parser.error("--gpu-threads and --cpu-threads must be >= 1")
+    if args.gpu_threads < 1 or args.cpu_threads < 1 or args.gpu_workers < 1:
+        parser.error("--gpu-workers, --gpu-threads and --cpu-threads must be >= 1")
     the_plan = plan(args)
     if args.dry_run:
         print(json.dumps(the_plan, indent=1))

@@ -560,6 +560,24 @@ def _say_no_gpu(announce=print) -> None:
         announce("gpuexec: no GPU found: CPU workers only")
 
 
+def _share_a_device(envs: list[dict]) -> bool:
+    """Whether two GPU workers of these pinning environments use one device."""
+    return len(envs) > len({tuple(sorted(e.items())) for e in envs})
+
+
+_announced_time_sliced = False
+
+
+def _say_time_sliced() -> None:
+    global _announced_time_sliced
+    if not _announced_time_sliced:
+        _announced_time_sliced = True
+        warnings.warn("gpuexec: several GPU workers share an NVIDIA device without MPS "
+                      "(nvidia-cuda-mps-control is not on PATH): CUDA time-slices their "
+                      "contexts, and processors of many small kernels run several times "
+                      "slower", RuntimeWarning, stacklevel=4)
+
+
 @dataclass
 class _Submitted:
     """One task in flight: the chunks (indices) it runs, on which pool."""
@@ -580,16 +598,26 @@ class GPUExecutor(ExecutorBase):
             None (default): gpuexec's embedded local cluster, started on first use,
             shared by all executors with the same settings, closed by ``close()``, the
             ``with`` block or at interpreter exit.
-        gpu_workers: GPU workers of the embedded cluster (default: one per visible GPU,
-            each pinned to its device; 0: none). Without a GPU: CPU workers only (said
-            once).
+        gpu_workers: GPU workers of the embedded cluster, pinned round robin to the
+            visible GPUs (0: none). Default: on NVIDIA with MPS (``gpu_share``), three
+            quarters of each GPU's share of the cores (12 on a 16-core, one-GPU host: one
+            Python process cannot keep a GPU busy; measured figures in
+            ``_workers_per_device``); otherwise one per GPU. Without a GPU: CPU workers
+            only (said once).
         gpu_backend: the kernel backend of the GPU pool (default: "cuda" on NVIDIA,
             "hip" on AMD). ``"cpu"`` runs the GPU pool on the CPU backend: a pool of
             ``gpu_workers`` (default 1) workers that behaves as a GPU pool (placement,
             merged tasks, fallback to CPU workers on failure) without a GPU, for tests.
-        gpu_threads: threads of each GPU worker; ``gpu_slots`` (default: as many) chunks
-            in flight per GPU worker, so that one chunk's reading and decompression
-            overlaps another's GPU compute.
+        gpu_threads: threads of each GPU worker (default: 1 where several workers share a
+            device, else 2, so that one chunk's reading and decompression overlaps
+            another's GPU compute); ``gpu_slots`` (default: as many) chunks in flight per
+            GPU worker.
+        gpu_share: how several GPU workers of one NVIDIA device share it: "mps" (an
+            NVIDIA MPS control daemon, joined if one runs, else started with the
+            embedded cluster and quit with it), "none" (CUDA time-slices their contexts:
+            on the H200, 16 processes of ADL Q8 ran 4x slower than with MPS), "auto"
+            (default: "mps" where ``nvidia-cuda-mps-control`` exists and a device has
+            more than one GPU worker). AMD GPUs share without it.
         cpu_workers: CPU worker processes of the embedded cluster (default: one per
             ``threads_per_worker`` of the cores the GPU workers leave; 0: none).
         threads_per_worker: threads of each embedded CPU worker; the kernel engine's
@@ -622,8 +650,9 @@ class GPUExecutor(ExecutorBase):
     client: Any = None
     gpu_workers: int | None = None
     gpu_backend: str | None = None
-    gpu_threads: int = 2
+    gpu_threads: int | None = None
     gpu_slots: int | None = None
+    gpu_share: str = "auto"
     cpu_workers: int | None = None
     threads_per_worker: int = 1
     calibration: Any = "auto"
@@ -644,12 +673,14 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"treereduction must be >= 2, got {self.treereduction}")
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
-        if self.threads_per_worker < 1 or self.gpu_threads < 1:
+        if self.threads_per_worker < 1 or (self.gpu_threads is not None and self.gpu_threads < 1):
             raise ValueError("threads_per_worker and gpu_threads must be >= 1")
         if self.gpu_workers is not None and self.gpu_workers < 0:
             raise ValueError(f"gpu_workers must be >= 0, got {self.gpu_workers}")
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
+        if self.gpu_share not in ("auto", "mps", "none"):
+            raise ValueError(f"gpu_share is 'auto', 'mps' or 'none', got {self.gpu_share!r}")
         self._shared = _SharedState()
 
     # coffea's ExecutorBase.copy passes every attribute to the constructor; copies must
@@ -701,8 +732,48 @@ class GPUExecutor(ExecutorBase):
         from gpuexec.scheduler.devices import AMD
 
         backend = self.gpu_backend or ("hip" if devices[0].vendor == AMD else "cuda")
-        n = len(devices) if self.gpu_workers is None else self.gpu_workers
+        n = (self._workers_per_device(backend, len(devices)) * len(devices)
+             if self.gpu_workers is None else self.gpu_workers)
         return backend, [devices[i % len(devices)].pin_env() for i in range(n)]
+
+    def _workers_per_device(self, backend: str, n_devices: int) -> int:
+        """Default GPU workers per device: three quarters of its share of the cores where
+        its processes can run concurrently (NVIDIA with MPS), else one. One process's
+        Python feeds a GPU at a fraction of its speed, and threads of one process queue
+        on its interpreter lock: on the H200 host (benchmarks/gpu_concurrency.py, 200k-
+        event tasks, MPS) ADL Q8 ran 0.96 M events/s in one process, 1.03 in one process
+        of four threads, 3.43 in four processes, 13.0 in sixteen. AMD: one (not measured
+        here; ``gpu_workers`` sets any number)."""
+        if backend != "cuda" or self.gpu_share == "none":
+            return 1
+        from gpuexec.scheduler import mps
+        from gpuexec.scheduler.devices import available_cores
+
+        if self.gpu_share == "auto" and not mps.available():
+            return 1
+        return max(1, 3 * (len(available_cores()) // max(1, n_devices)) // 4)
+
+    def _gpu_threads(self, envs: list[dict]) -> int:
+        if self.gpu_threads is not None:
+            return self.gpu_threads
+        return 1 if _share_a_device(envs) else 2
+
+    def _gpu_sharing(self, backend: str, envs: list[dict]) -> str:
+        """"mps" or "none" for the embedded GPU pool (see ``gpu_share``)."""
+        from gpuexec.scheduler import mps
+
+        if backend != "cuda" or not envs:
+            if self.gpu_share == "mps" and envs:
+                raise ValueError(f"gpu_share='mps' is NVIDIA's; the GPU pool runs {backend!r}")
+            return "none"
+        if self.gpu_share == "mps":
+            return "mps"
+        if self.gpu_share == "none" or not _share_a_device(envs):
+            return "none"
+        if mps.available():
+            return "mps"
+        _say_time_sliced()
+        return "none"
 
     def cluster_spec(self):
         """The embedded cluster this executor uses when no client is given."""
@@ -711,8 +782,9 @@ class GPUExecutor(ExecutorBase):
         backend, envs = self._gpu_plan()
         return ClusterSpec.local(self.cpu_workers, self.threads_per_worker, self.memory_limit,
                                  self.dashboard_address, self.allowed_failures,
-                                 gpu_envs=envs, gpu_threads=self.gpu_threads,
-                                 gpu_slots=self.gpu_slots, gpu_backend=backend)
+                                 gpu_envs=envs, gpu_threads=self._gpu_threads(envs),
+                                 gpu_slots=self.gpu_slots, gpu_backend=backend,
+                                 gpu_sharing=self._gpu_sharing(backend, envs))
 
     def _pools(self, client=None) -> dict:
         from gpuexec.scheduler.cluster import CPU, GPU, WorkerPool

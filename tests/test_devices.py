@@ -202,7 +202,8 @@ def start_workers():
 
 
 def args(**kw):
-    base = dict(scheduler_file="/shared/sched.json", gpu_threads=2, cpu_threads=1,
+    base = dict(scheduler_file="/shared/sched.json", gpu_workers=1, gpu_threads=2, mps=False,
+                cpu_threads=1,
                 no_cpu_workers=False, no_gpu_worker=False, memory_limit="4GB",
                 local_directory="/tmp/dw", interface=None, death_timeout=60)
     base.update(kw)
@@ -240,3 +241,43 @@ def test_start_workers_plan_for_a_slurm_bound_nvidia_task():
     assert [w["kind"] for w in only_gpu["workers"]] == ["gpu"]
     no_gpu = sw.plan(args(), env={}, cores=range(4), found=[])
     assert [w["kind"] for w in no_gpu["workers"]] == ["cpu"] * 4 and no_gpu["device"] is None
+
+
+def test_start_workers_plan_with_several_gpu_workers_sharing_the_task_gpu_through_mps(
+        monkeypatch, tmp_path):
+    sw = start_workers()
+    found = dv.discover({"CUDA_VISIBLE_DEVICES": "1"}, run=nvidia(), kfd_nodes="/nonexistent",
+                        use_cupy=False)
+    plan = sw.plan(args(gpu_workers=3, gpu_threads=1, mps=True),
+                   env={"SLURM_LOCALID": "1", "CUDA_VISIBLE_DEVICES": "1"},
+                   cores=range(16, 32), found=found)
+    gpus = [w for w in plan["workers"] if w["kind"] == "gpu"]
+    assert plan["mps"] and [g["cores"] for g in gpus] == [[16], [17], [18]]
+    assert len({g["name"] for g in gpus}) == 3 and all(g["mps"] for g in gpus)
+    assert {g["env"]["CUDA_VISIBLE_DEVICES"] for g in gpus} == {found[0].pin}
+    assert sum(w["kind"] == "cpu" for w in plan["workers"]) == 13
+    # the daemon's pipe directory reaches the GPU workers only, and it is quit at the end
+    seen = {}
+
+    class Daemon:
+        def client_env(self):
+            return {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/p"}
+
+        def describe(self):
+            return "NVIDIA MPS (test)"
+
+        def stop(self):
+            seen["stopped"] = True
+
+    from gpuexec.scheduler import mps
+
+    monkeypatch.setattr(mps, "start", lambda: Daemon())
+    monkeypatch.setattr(sw, "_run_workers", lambda p, env: seen.setdefault("env", env) and 0)
+    assert sw.launch(plan) == 0 and seen == {"env": {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/p"},
+                                             "stopped": True}
+    kfd, drm = make_kfd(tmp_path, gpus=8)
+    amd = dv.discover({}, run=runner({}), kfd_nodes=kfd, drm=drm, use_cupy=False)
+    with pytest.raises(SystemExit, match="NVIDIA's"):
+        sw.plan(args(gpu_workers=2, mps=True), env={}, cores=range(8), found=amd)
+    # without --mps nothing is started
+    assert not sw.plan(args(gpu_workers=2), env={}, cores=range(8), found=found)["mps"]

@@ -11,7 +11,9 @@ The cluster is a ``distributed.SpecCluster`` (what ``LocalCluster`` is built on;
 cluster because pools differ in resources and environment) of nanny-managed worker
 processes bound to 127.0.0.1, with the dashboard on localhost. ``shared_client(spec)``
 starts it once, and every executor copy with an equal spec reuses it; it is closed by
-``close_shared`` or at interpreter exit.
+``close_shared`` or at interpreter exit. A spec with ``gpu_sharing="mps"`` starts (or
+joins) an NVIDIA MPS control daemon before its GPU workers and quits the one it started
+when the cluster closes (``scheduler/mps.py``).
 """
 
 from __future__ import annotations
@@ -119,8 +121,11 @@ class ClusterSpec:
     host: str = "127.0.0.1"
     dashboard_address: str = "127.0.0.1:8787"
     allowed_failures: int = 3
+    gpu_sharing: str = "none"  # "mps": the GPU workers share each device through NVIDIA MPS
 
     def __post_init__(self):
+        if self.gpu_sharing not in ("none", "mps"):
+            raise ValueError(f"gpu_sharing is 'none' or 'mps', got {self.gpu_sharing!r}")
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ValueError(f"pool names must be unique, got {names}")
@@ -131,7 +136,8 @@ class ClusterSpec:
     def local(cls, cpu_workers: int | None = None, threads_per_worker: int = 1,
               memory_limit="auto", dashboard_address: str = "127.0.0.1:8787",
               allowed_failures: int = 3, *, gpu_envs=(), gpu_threads: int = 2,
-              gpu_slots: int | None = None, gpu_backend: str = "cuda") -> "ClusterSpec":
+              gpu_slots: int | None = None, gpu_backend: str = "cuda",
+              gpu_sharing: str = "none") -> "ClusterSpec":
         """A GPU pool with one worker per entry of ``gpu_envs`` (its pinning
         environment; none: no GPU pool) and ``cpu_workers`` CPU workers (default: one per
         ``threads_per_worker`` of the cores the GPU workers leave, at least one when there
@@ -149,12 +155,16 @@ class ClusterSpec:
                                         memory_limit))
         pools.append(WorkerPool.cpu(cpu_workers, threads_per_worker, memory_limit))
         return cls(pools=tuple(pools), dashboard_address=dashboard_address,
-                   allowed_failures=allowed_failures)
+                   allowed_failures=allowed_failures,
+                   gpu_sharing=gpu_sharing if gpu_envs else "none")
 
     def describe(self) -> str:
-        return ", ".join(p.describe() for p in self.pools if p.workers)
+        text = ", ".join(p.describe() for p in self.pools if p.workers)
+        return text + (" sharing each GPU through NVIDIA MPS" if self.gpu_sharing == "mps" else "")
 
-    def worker_specs(self) -> dict:
+    def worker_specs(self, gpu_env: dict | None = None) -> dict:
+        """Nanny specs of every worker; ``gpu_env`` joins the GPU pools' environment
+        (an MPS daemon's pipe directory, known only once it runs)."""
         from distributed import Nanny
 
         specs = {}
@@ -168,20 +178,23 @@ class ClusterSpec:
                 "silence_logs": logging.WARNING,
             }
             for i, name in enumerate(pool.worker_names()):
-                specs[name] = {"cls": Nanny, "options": dict(options, name=name,
-                                                              env=pool.worker_env(i))}
+                env = pool.worker_env(i)
+                if pool.is_gpu and gpu_env:
+                    env.update(gpu_env)
+                specs[name] = {"cls": Nanny, "options": dict(options, name=name, env=env)}
         return specs
 
 
-def start_cluster(spec: ClusterSpec):
-    """A running SpecCluster for ``spec`` (the caller owns it)."""
+def start_cluster(spec: ClusterSpec, gpu_env: dict | None = None):
+    """A running SpecCluster for ``spec`` (the caller owns it); ``gpu_env``: extra
+    environment of its GPU workers."""
     from distributed import Scheduler, SpecCluster
 
     scheduler = {"cls": Scheduler, "options": {
         "host": spec.host, "protocol": "tcp://", "dashboard": True,
         "dashboard_address": spec.dashboard_address,
     }}
-    cluster = SpecCluster(workers=spec.worker_specs(), scheduler=scheduler,
+    cluster = SpecCluster(workers=spec.worker_specs(gpu_env), scheduler=scheduler,
                           silence_logs=logging.WARNING, name="gpuexec")
     # the scheduler runs in this process: how many worker deaths a task may witness
     # before it is declared a KilledWorker
@@ -193,6 +206,7 @@ def start_cluster(spec: ClusterSpec):
 class _Shared:
     cluster: object
     client: object
+    mps: object = None  # the MPS daemon of its GPU workers, if any
 
 
 _shared: dict[ClusterSpec, _Shared] = {}
@@ -211,29 +225,47 @@ def shared_client(spec: ClusterSpec, announce=print):
             _close(live)
         from distributed import Client
 
-        cluster = start_cluster(spec)
-        client = Client(cluster, set_as_default=False)
-        client.wait_for_workers(sum(p.workers for p in spec.pools))
-        from gpuexec.scheduler.plugins import WarmPools
+        daemon = None
+        if spec.gpu_sharing == "mps":
+            from gpuexec.scheduler import mps
 
-        # workers (also those a nanny restarts) are ready before the first chunk: imports,
-        # device context, kernel modules
-        client.register_plugin(WarmPools({p.name: p.backend for p in spec.pools}))
-        _shared[spec] = _Shared(cluster, client)
+            daemon = mps.start()  # before any GPU worker opens its device
+        cluster = client = None
+        try:
+            cluster = start_cluster(spec, daemon.client_env() if daemon else None)
+            client = Client(cluster, set_as_default=False)
+            client.wait_for_workers(sum(p.workers for p in spec.pools))
+            from gpuexec.scheduler.plugins import WarmPools
+
+            # workers (also those a nanny restarts) are ready before the first chunk:
+            # imports, device context, kernel modules
+            client.register_plugin(WarmPools({p.name: p.backend for p in spec.pools}))
+        except BaseException:  # leave no cluster or daemon behind
+            _close(_Shared(cluster, client, daemon))
+            raise
+        _shared[spec] = _Shared(cluster, client, daemon)
         if not _atexit_registered:
             atexit.register(close_all)
             _atexit_registered = True
     if announce is not None:
         announce(f"gpuexec: local Dask cluster at {cluster.scheduler_address} with "
                  f"{spec.describe()}; dashboard: {client.dashboard_link}")
+        if daemon is not None:
+            announce(f"gpuexec: GPU workers use {daemon.describe()}")
     return client
 
 
 def _close(shared: _Shared) -> None:
     try:
-        shared.client.close()
+        if shared.client is not None:
+            shared.client.close()
     finally:
-        shared.cluster.close()
+        try:
+            if shared.cluster is not None:
+                shared.cluster.close()
+        finally:
+            if shared.mps is not None:  # after its clients, the GPU workers, are gone
+                shared.mps.stop()
 
 
 def close_shared(spec: ClusterSpec) -> bool:

@@ -139,18 +139,75 @@ def _gpu_count() -> int:
         return 0
 
 
+def _mps_control(command: str, pipe: str | None) -> str:
+    """The answer of the MPS control daemon of ``pipe`` (None: the default one)."""
+    import subprocess
+
+    env = dict(os.environ)
+    if pipe:
+        env["CUDA_MPS_PIPE_DIRECTORY"] = pipe
+    done = subprocess.run(["nvidia-cuda-mps-control"], input=command + "\n", env=env,
+                          capture_output=True, text=True, timeout=10)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def _gpu_workers(client) -> list:
+    return [a for a, w in client.scheduler_info()["workers"].items()
+            if w.get("resources", {}).get("GPU")]
+
+
+def test_default_pools_share_the_gpu_through_mps_and_match_iterative(sample):
+    """What ``GPUExecutor()`` starts on an NVIDIA host with MPS: several single-thread GPU
+    workers per device, all clients of one MPS server; Q6 and Q8 equal the
+    IterativeExecutor's with exact totals; the daemon gpuexec started is quit on close."""
+    from gpuexec.scheduler import mps
+
+    if not mps.available():
+        pytest.skip("nvidia-cuda-mps-control is not on PATH")
+    ex = GPUExecutor(cpu_workers=2, dashboard_address="127.0.0.1:0", status=False, probe=2)
+    spec = ex.cluster_spec()
+    gpu = next(p for p in spec.pools if p.is_gpu)
+    assert spec.gpu_sharing == "mps" and gpu.workers > 1 and gpu.threads == 1, spec
+    pipe = None
+    try:
+        client = shared_client(spec, announce=None)
+        gpu_workers = _gpu_workers(client)
+        pipes = set(client.run(lambda: os.environ.get("CUDA_MPS_PIPE_DIRECTORY"),
+                               workers=gpu_workers).values())
+        assert len(pipes) == 1, pipes  # one daemon for the pool
+        pipe = pipes.pop()
+        # one server, and every GPU worker (warm: its device is open) is its client
+        servers = _mps_control("get_server_list", pipe).split()
+        assert len(servers) == 1, servers
+        clients = set(_mps_control(f"get_client_list {servers[0]}", pipe).split())
+        pids = set(map(str, client.run(os.getpid, workers=gpu_workers).values()))
+        assert pids <= clients, (pids, clients)
+        for number in (6, 8):
+            want = run(processor.IterativeExecutor(status=False), make(number), [sample], 10_000)
+            got = run(ex, make(number), [sample], 10_000)
+            assert_same(got, want)
+            call = ex.report.processing
+            assert call.processed == 200_000 and call.pools.get("gpu", 0) >= 2, call.pools
+    finally:
+        ex.close()
+    if pipe and os.path.basename(pipe).startswith("gpuexec-mps-"):  # ours: quit and removed
+        assert not os.path.exists(pipe)
+
+
 @pytest.mark.skipif("_gpu_count() < 2", reason="needs 2 GPUs (device kind nvidia-h200-x2)")
-def test_one_pinned_worker_per_gpu_on_a_multi_gpu_host(sample):
-    """The embedded default on a host with several GPUs: one GPU worker per device,
-    each pinned to its own (CUDA_VISIBLE_DEVICES), every one running chunks; results
-    equal the IterativeExecutor's with exact totals."""
+def test_pinned_gpu_workers_on_every_device_of_a_multi_gpu_host(sample):
+    """The embedded default on a host with several GPUs: GPU workers pinned round robin
+    (``CUDA_VISIBLE_DEVICES``: UUIDs, which name the same device through an MPS daemon),
+    each seeing one device, every device running chunks; results equal the
+    IterativeExecutor's with exact totals."""
     n_gpus = _gpu_count()
-    # one chunk slot per GPU worker: the probe chunks spread over the GPUs
-    ex = GPUExecutor(cpu_workers=2, gpu_threads=1, dashboard_address="127.0.0.1:0",
+    ex = GPUExecutor(cpu_workers=2, gpu_merge=1, dashboard_address="127.0.0.1:0",
                      status=False, probe=2)
     try:
         gpu_pools = [p for p in ex.cluster_spec().pools if p.is_gpu]
-        assert sum(p.workers for p in gpu_pools) == n_gpus
+        n_workers = sum(p.workers for p in gpu_pools)
+        assert n_workers >= n_gpus and n_workers % n_gpus == 0
         client = shared_client(ex.cluster_spec())
 
         def where(dask_worker):  # client.run passes the worker it runs on
@@ -164,17 +221,19 @@ def test_one_pinned_worker_per_gpu_on_a_multi_gpu_host(sample):
         for info in client.run(where).values():
             seen[info[0]] = info[1:]
         gpus = {k: v for k, v in seen.items() if str(k).startswith("gpu")}
-        assert len(gpus) == n_gpus, seen
+        assert len(gpus) == n_workers, seen
         assert all(count == 1 for _, count, _ in gpus.values()), seen  # pinned: sees one
         assert len({visible for visible, _, _ in gpus.values()}) == n_gpus, seen
         assert len({uuid for _, _, uuid in gpus.values()}) == n_gpus, seen  # distinct devices
+        pins = {visible: uuid for visible, _, uuid in gpus.values()}
+        assert all(len({u for v, _, u in gpus.values() if v == pin}) == 1 for pin in pins), seen
 
-        want = run(processor.IterativeExecutor(status=False), make(6), [sample], 25_000)
-        got = run(ex, make(6), [sample], 25_000)
+        want = run(processor.IterativeExecutor(status=False), make(6), [sample], 10_000)
+        got = run(ex, make(6), [sample], 10_000)
         assert_same(got, want)
         call = ex.report.processing
         assert call.processed == 200_000
-        workers = {r.worker for r in call.runs if r.pool == "gpu"}
-        assert len(workers) == n_gpus, workers  # every GPU ran chunks
+        ran = {gpus[r.worker][2] for r in call.runs if r.pool == "gpu"}
+        assert len(ran) == n_gpus, ran  # every GPU ran chunks
     finally:
         ex.close()
