@@ -67,15 +67,15 @@ def _task_loop(path, query, backend, events_per_task, total_events, start_at, st
                 entry_start=lo, entry_stop=hi).events()
             timings = _Timings()
             if backend == "cpu":
-                out_ = proc.process(events)
+                result = proc.process(events)
             else:
                 staged = stage_events(events, "cuda", timings)
                 with awkward_messages_on_error("cuda"):
-                    out_ = proc.process(staged)
+                    result = proc.process(staged)
             seconds += time.perf_counter() - t0
             read += timings.read
             transfer += timings.transfer
-            done += int(out_["n_events"])
+            done += int(result["n_events"])
             tasks += 1
     end = time.time()
     with lock:

@@ -741,9 +741,9 @@ class GPUExecutor(ExecutorBase):
         its processes can run concurrently (NVIDIA with MPS), else one. One process's
         Python feeds a GPU at a fraction of its speed, and threads of one process queue
         on its interpreter lock: on the H200 host (benchmarks/gpu_concurrency.py, 200k-
-        event tasks, MPS) ADL Q8 ran 0.96 M events/s in one process, 1.03 in one process
-        of four threads, 3.43 in four processes, 13.0 in sixteen. AMD: one (not measured
-        here; ``gpu_workers`` sets any number)."""
+        event tasks) ADL Q8 ran 0.93 M events/s in one process, 1.03 in one process of
+        four threads, 2.57 in four processes; with MPS 3.43 in four and 13.0 in sixteen.
+        AMD: one (not measured here; ``gpu_workers`` sets any number)."""
         if backend != "cuda" or self.gpu_share == "none":
             return 1
         from gpuexec.scheduler import mps

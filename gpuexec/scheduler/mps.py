@@ -74,9 +74,10 @@ class MPSDaemon:
     _base_env: dict = field(default_factory=dict, repr=False)
 
     def client_env(self) -> dict[str, str]:
-        if self.pipe_dir is None:
-            return {}
-        return {PIPE_VARIABLE: self.pipe_dir, LOG_VARIABLE: self.log_dir or self.pipe_dir}
+        env = {PIPE_VARIABLE: self.pipe_dir} if self.pipe_dir else {}
+        if self.log_dir:
+            env[LOG_VARIABLE] = self.log_dir
+        return env
 
     def describe(self) -> str:
         where = self.pipe_dir or "its default pipe directory"
