@@ -64,7 +64,8 @@ def memory_share(cores: int) -> int:
 
 
 def worker_command(args, name: str, threads: int, resources: str, cores: int) -> list[str]:
-    cmd = [sys.executable, "-m", "dask", "worker",
+    # distributed's `dask worker`, with gpuexec's nanny settings (no MALLOC_TRIM_THRESHOLD_)
+    cmd = [sys.executable, "-m", "gpuexec.scheduler.worker_cli",
            "--scheduler-file", args.scheduler_file,
            "--name", name, "--nthreads", str(threads), "--nworkers", "1",
            "--resources", resources,

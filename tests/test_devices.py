@@ -223,6 +223,7 @@ def test_start_workers_plan_for_a_lumi_task(tmp_path):
     cmd = gpu["cmd"]
     assert cmd[cmd.index("--resources") + 1] == "GPU=1" and cmd[cmd.index("--nthreads") + 1] == "2"
     assert cmd[cmd.index("--scheduler-file") + 1] == "/shared/sched.json"
+    assert cmd[1:3] == ["-m", "gpuexec.scheduler.worker_cli"]  # dask worker, gpuexec's nanny settings
     assert [c["cores"] for c in cpus] == [[27], [28], [29], [30], [31]]
     assert all(c["cmd"][c["cmd"].index("--resources") + 1] == "CPU=1" for c in cpus)
     assert len({w["name"] for w in plan["workers"]}) == 6

@@ -195,6 +195,42 @@ def test_keys_name_the_chunk_and_group_by_pool():
     assert keys.parse("something-else") is None
 
 
+def test_embedded_workers_start_without_dasks_malloc_trim_threshold(monkeypatch):
+    """Dask's nanny gives workers MALLOC_TRIM_THRESHOLD_=65536, which made an ADL chunk
+    1.5x slower (cluster.NANNY_SETTINGS); gpuexec's workers start without it, and keep a
+    value the user set."""
+    from gpuexec.scheduler.cluster import close_shared
+
+    def trim():
+        return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    spec = ClusterSpec.local(1, 1, dashboard_address="127.0.0.1:0")
+    try:
+        assert set(shared_client(spec, announce=None).run(trim).values()) == {None}
+    finally:
+        close_shared(spec)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1048576")
+    try:
+        assert set(shared_client(spec, announce=None).run(trim).values()) == {"1048576"}
+    finally:
+        close_shared(spec)
+
+
+def test_the_deploy_worker_command_applies_the_same_nanny_settings(monkeypatch):
+    import dask
+    import distributed.cli.dask_worker as dask_worker
+
+    from gpuexec.scheduler import worker_cli
+
+    seen = {}
+    monkeypatch.setattr(dask_worker, "main", lambda: seen.update(
+        dask.config.get("distributed.nanny.pre-spawn-environ")))
+    worker_cli.main()
+    assert seen.get("MALLOC_TRIM_THRESHOLD_", "absent") is None
+    assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
+
+
 def test_cluster_spec_lists_pools_with_resources_env_and_threads():
     spec = ClusterSpec.local(cpu_workers=3, threads_per_worker=2)
     assert spec == ClusterSpec.local(cpu_workers=3, threads_per_worker=2)  # shared by key

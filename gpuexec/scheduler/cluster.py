@@ -27,6 +27,13 @@ CPU = "CPU"
 GPU = "GPU"
 POOL_ENV = "GPUEXEC_POOL"  # every worker's environment names its pool
 
+# Dask's nanny starts every worker with MALLOC_TRIM_THRESHOLD_=65536. Any value turns off
+# glibc's dynamic mmap threshold, so every array above 128 KiB is mmapped and faulted in
+# afresh: one ADL Q6 chunk of 20k events took 0.19 s in a Dask worker (and in a plain
+# process given that variable) against 0.10-0.13 s without it (2-core dev machine,
+# docs/executor.md). Dropped for gpuexec's workers; a value set in the environment is kept.
+NANNY_SETTINGS = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+
 
 def _frozen(mapping) -> tuple:
     return tuple(sorted((str(k), v) for k, v in dict(mapping or {}).items()))
@@ -194,8 +201,11 @@ def start_cluster(spec: ClusterSpec, gpu_env: dict | None = None):
         "host": spec.host, "protocol": "tcp://", "dashboard": True,
         "dashboard_address": spec.dashboard_address,
     }}
-    cluster = SpecCluster(workers=spec.worker_specs(gpu_env), scheduler=scheduler,
-                          silence_logs=logging.WARNING, name="gpuexec")
+    import dask
+
+    with dask.config.set(NANNY_SETTINGS):  # read by each Nanny as it is made, here
+        cluster = SpecCluster(workers=spec.worker_specs(gpu_env), scheduler=scheduler,
+                              silence_logs=logging.WARNING, name="gpuexec")
     # the scheduler runs in this process: how many worker deaths a task may witness
     # before it is declared a KilledWorker
     cluster.scheduler.allowed_failures = spec.allowed_failures
