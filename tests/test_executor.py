@@ -318,6 +318,29 @@ def test_runner_matches_iterative_on_real_samples(executor, reference):
     assert "nano_tt_v15.root[100:200]" in {run.label.split(":", 1)[1] for run in proc.runs}
 
 
+def test_one_cpu_pool_submits_every_chunk_at_once(executor, reference, monkeypatch):
+    """No placement, no window: the first submission holds every chunk (as coffea's
+    DaskExecutor does), and the output is unchanged."""
+    import gpuexec.executor as executor_module
+
+    batches = []
+    submit = executor_module._Loop._submit
+
+    def recording(self, pool, indices, *args, **kwargs):
+        batches.append(len(indices))
+        return submit(self, pool, indices, *args, **kwargs)
+
+    monkeypatch.setattr(executor_module._Loop, "_submit", recording)
+    out = runner(executor.copy(window=0.5), chunksize=100)(FILESET, DimuonProcessor(),
+                                                         treename="Events")
+    assert_same_output(out, reference)
+    from gpuexec.scheduler.placement import pool_slots
+
+    chunks = executor.report.processing.chunks
+    assert chunks > pool_slots(executor.cluster_spec().pools[-1])  # more than a window held
+    assert batches[-1] == chunks  # processing: one batch of every chunk
+
+
 def test_preprocessing_through_the_executor_gives_coffeas_chunks(executor):
     fileset = {"DY": [DY], "DIMUON": [DIMUON]}
     ours = list(runner(executor, chunksize=15).preprocess(fileset, treename="Events"))
