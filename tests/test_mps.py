@@ -223,3 +223,24 @@ def test_default_pools_put_several_gpu_workers_on_a_device_only_with_mps(fake_co
     assert _default_pools(monkeypatch, one, gpu_workers=6, gpu_threads=2)["gpu"] == (6, 2)
     monkeypatch.setenv("PATH", "/nonexistent")  # no MPS on this machine
     assert _default_pools(monkeypatch, one) == {"gpu": (1, 2), "cpu": (14, 1), "sharing": "none"}
+
+
+def test_clusters_of_one_process_share_one_daemon(fake_control):
+    from gpuexec.scheduler.cluster import close_shared, shared_client
+
+    log, _ = fake_control
+    specs = [ClusterSpec.local(0, 1, gpu_envs=[{"GPUEXEC_DEVICE": "cpu-0"}] * n, gpu_threads=1,
+                               gpu_backend="cpu", gpu_sharing="mps",
+                               dashboard_address="127.0.0.1:0") for n in (2, 3)]
+    pipes = []
+    try:
+        for spec in specs:
+            client = shared_client(spec, announce=None)
+            pipes += client.run(lambda: os.environ.get(mps.PIPE_VARIABLE)).values()
+        assert len(set(pipes)) == 1 and calls(log).count("start") == 1
+        close_shared(specs[0])
+        assert "quit" not in calls(log)  # the other cluster's workers still use it
+    finally:
+        for spec in specs:
+            close_shared(spec)
+    assert calls(log).count("quit") == 1 and not os.path.exists(pipes[0])

@@ -12,8 +12,9 @@ cluster because pools differ in resources and environment) of nanny-managed work
 processes bound to 127.0.0.1, with the dashboard on localhost. ``shared_client(spec)``
 starts it once, and every executor copy with an equal spec reuses it; it is closed by
 ``close_shared`` or at interpreter exit. A spec with ``gpu_sharing="mps"`` starts (or
-joins) an NVIDIA MPS control daemon before its GPU workers and quits the one it started
-when the cluster closes (``scheduler/mps.py``).
+joins) an NVIDIA MPS control daemon before its GPU workers; the clusters of one process
+share it, and the one it started is quit when the last of them closes
+(``scheduler/mps.py``).
 """
 
 from __future__ import annotations
@@ -223,6 +224,34 @@ _shared: dict[ClusterSpec, _Shared] = {}
 _lock = threading.Lock()
 _atexit_registered = False
 
+# One MPS daemon for all of this process's clusters (two daemons would each start a server
+# on the same GPU), with the number of clusters using it.
+_mps_lock = threading.Lock()
+_mps_daemon = None
+_mps_users = 0
+
+
+def _acquire_mps():
+    global _mps_daemon, _mps_users
+    with _mps_lock:
+        if _mps_daemon is None:
+            from gpuexec.scheduler import mps
+
+            _mps_daemon = mps.start()
+        _mps_users += 1
+        return _mps_daemon
+
+
+def _release_mps(daemon) -> None:
+    global _mps_daemon, _mps_users
+    with _mps_lock:
+        if daemon is not _mps_daemon:
+            return
+        _mps_users -= 1
+        if _mps_users == 0:
+            _mps_daemon = None
+            daemon.stop()
+
 
 def shared_client(spec: ClusterSpec, announce=print):
     """The Client of the embedded cluster for ``spec``, started on first use."""
@@ -237,9 +266,7 @@ def shared_client(spec: ClusterSpec, announce=print):
 
         daemon = None
         if spec.gpu_sharing == "mps":
-            from gpuexec.scheduler import mps
-
-            daemon = mps.start()  # before any GPU worker opens its device
+            daemon = _acquire_mps()  # before any GPU worker opens its device
         cluster = client = None
         try:
             cluster = start_cluster(spec, daemon.client_env() if daemon else None)
@@ -275,7 +302,7 @@ def _close(shared: _Shared) -> None:
                 shared.cluster.close()
         finally:
             if shared.mps is not None:  # after its clients, the GPU workers, are gone
-                shared.mps.stop()
+                _release_mps(shared.mps)
 
 
 def close_shared(spec: ClusterSpec) -> bool:
