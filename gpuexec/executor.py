@@ -537,6 +537,7 @@ class _SharedState:
         self.report: RunReport | None = None
         self.placement = None
         self.calibration = None
+        self.mps_failed: str | None = None  # why gpu_share="auto" could not start MPS
 
     def record(self, call: CallReport) -> RunReport:
         self.report = (self.report or RunReport()).add(call)
@@ -617,7 +618,8 @@ class GPUExecutor(ExecutorBase):
             embedded cluster and quit with it), "none" (CUDA time-slices their contexts:
             on the H200, 16 processes of ADL Q8 ran 4x slower than with MPS), "auto"
             (default: "mps" where ``nvidia-cuda-mps-control`` exists and a device has
-            more than one GPU worker). AMD GPUs share without it.
+            more than one GPU worker; where its daemon does not start, a warning and the
+            pools of a host without MPS). AMD GPUs share without it.
         cpu_workers: CPU worker processes of the embedded cluster (default: one per
             ``threads_per_worker`` of the cores the GPU workers leave; 0: none).
         threads_per_worker: threads of each embedded CPU worker; the kernel engine's
@@ -750,7 +752,7 @@ class GPUExecutor(ExecutorBase):
         from gpuexec.scheduler import mps
         from gpuexec.scheduler.devices import available_cores
 
-        if self.gpu_share == "auto" and not mps.available():
+        if self.gpu_share == "auto" and (not mps.available() or self._shared.mps_failed):
             return 1
         return max(1, 3 * (len(available_cores()) // max(1, n_devices)) // 4)
 
@@ -771,7 +773,7 @@ class GPUExecutor(ExecutorBase):
             return "mps"
         if self.gpu_share == "none" or not _share_a_device(envs):
             return "none"
-        if mps.available():
+        if mps.available() and not self._shared.mps_failed:
             return "mps"
         _say_time_sliced()
         return "none"
@@ -812,7 +814,18 @@ class GPUExecutor(ExecutorBase):
         from gpuexec.scheduler import cluster, plugins
 
         if self.client is None:
-            client = cluster.shared_client(self.cluster_spec())
+            from gpuexec.scheduler.mps import MPSError
+
+            try:
+                client = cluster.shared_client(self.cluster_spec())
+            except MPSError as err:
+                if self.gpu_share != "auto":
+                    raise
+                # "auto" asked for no more than what works: the pools of a host without MPS
+                self._shared.mps_failed = str(err)
+                warnings.warn(f"gpuexec: {err}; GPU workers start without MPS (one per GPU)",
+                              RuntimeWarning, stacklevel=3)
+                client = cluster.shared_client(self.cluster_spec())
         else:
             client = self.client
             _check_resources(client, {"cpu": self._pools()["cpu"]})

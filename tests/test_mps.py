@@ -244,3 +244,32 @@ def test_clusters_of_one_process_share_one_daemon(fake_control):
         for spec in specs:
             close_shared(spec)
     assert calls(log).count("quit") == 1 and not os.path.exists(pipes[0])
+
+
+def test_auto_falls_back_to_one_gpu_worker_per_device_when_the_daemon_fails(
+        fake_control, monkeypatch):
+    """gpu_share="auto" on a host whose MPS daemon does not start (e.g. a GPU in exclusive
+    mode): a warning, and the pools of a host without MPS; "mps" raises."""
+    import gpuexec.executor as executor_module
+    from gpuexec.scheduler import devices as devices_module
+
+    monkeypatch.setenv("FAKE_MPS_FAIL", "1")
+    monkeypatch.setattr(executor_module, "_visible_devices", lambda: (_Device("GPU-a"),))
+    monkeypatch.setattr(devices_module, "available_cores", lambda: list(range(4)))
+    # the GPU worker's backend is the CPU engine's stand-in: no GPU here
+    monkeypatch.setattr(executor_module.GPUExecutor, "_gpu_plan",
+                        lambda self: ("cuda", [{"CUDA_VISIBLE_DEVICES": "GPU-a"}]
+                                      * self._workers_per_device("cuda", 1)))
+    ex = GPUExecutor(cpu_workers=1, dashboard_address="127.0.0.1:0", status=False)
+    assert ex.cluster_spec().gpu_sharing == "mps"
+    try:
+        with pytest.warns(RuntimeWarning, match="did not start.*without MPS"):
+            client, _ = ex._connect()
+        spec = ex.cluster_spec()
+        assert spec.gpu_sharing == "none" and spec.pools[0].workers == 1
+        assert ex.copy().cluster_spec() == spec  # copies share what was learned
+        assert len(client.scheduler_info()["workers"]) == 2
+    finally:
+        ex.close()
+    with pytest.raises(mps.MPSError, match="did not start"):
+        GPUExecutor(cpu_workers=1, gpu_share="mps", dashboard_address="127.0.0.1:0")._connect()
