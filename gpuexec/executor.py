@@ -603,7 +603,7 @@ class GPUExecutor(ExecutorBase):
             visible GPUs (0: none). Default: on NVIDIA with MPS (``gpu_share``), three
             quarters of each GPU's share of the cores (12 on a 16-core, one-GPU host: one
             Python process cannot keep a GPU busy; measured figures in
-            ``_workers_per_device``); otherwise one per GPU. Without a GPU: CPU workers
+            ``devices.shared_gpu_workers``); otherwise one per GPU. Without a GPU: CPU workers
             only (said once).
         gpu_backend: the kernel backend of the GPU pool (default: "cuda" on NVIDIA,
             "hip" on AMD). ``"cpu"`` runs the GPU pool on the CPU backend: a pool of
@@ -740,21 +740,17 @@ class GPUExecutor(ExecutorBase):
         return backend, [devices[i % len(devices)].pin_env() for i in range(n)]
 
     def _workers_per_device(self, backend: str, n_devices: int) -> int:
-        """Default GPU workers per device: three quarters of its share of the cores where
-        its processes can run concurrently (NVIDIA with MPS), else one. One process's
-        Python feeds a GPU at a fraction of its speed, and threads of one process queue
-        on its interpreter lock: on the H200 host (benchmarks/gpu_concurrency.py, 200k-
-        event tasks) ADL Q8 ran 0.93 M events/s in one process, 1.03 in one process of
-        four threads, 2.57 in four processes; with MPS 3.43 in four and 13.0 in sixteen.
-        AMD: one (not measured here; ``gpu_workers`` sets any number)."""
+        """Default GPU workers per device: ``devices.shared_gpu_workers`` where its
+        processes run concurrently (NVIDIA with MPS), else one. AMD: one (not measured
+        here; ``gpu_workers`` sets any number)."""
         if backend != "cuda" or self.gpu_share == "none":
             return 1
         from gpuexec.scheduler import mps
-        from gpuexec.scheduler.devices import available_cores
+        from gpuexec.scheduler.devices import available_cores, shared_gpu_workers
 
         if self.gpu_share == "auto" and (not mps.available() or self._shared.mps_failed):
             return 1
-        return max(1, 3 * (len(available_cores()) // max(1, n_devices)) // 4)
+        return shared_gpu_workers(len(available_cores()), n_devices)
 
     def _gpu_threads(self, envs: list[dict]) -> int:
         if self.gpu_threads is not None:

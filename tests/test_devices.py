@@ -193,6 +193,23 @@ def test_cli_runs_here(capsys):
     assert "cores" in out
 
 
+def test_cli_shows_the_default_split_with_mps(capsys, monkeypatch):
+    from gpuexec.scheduler import mps
+
+    gpu = dv.Device(0, dv.NVIDIA, "NVIDIA H200", "GPU-a", "GPU-a", "sm_90")
+    monkeypatch.setattr(dv, "discover", lambda *a, **k: [gpu])
+    monkeypatch.setattr(dv, "available_cores", lambda: list(range(16)))
+    monkeypatch.setattr(mps, "available", lambda: True)
+    assert dv.main([]) == 0
+    out = capsys.readouterr().out
+    assert "12 single-thread GPU workers per GPU" in out
+    assert "12 GPU worker(s) x 1 thread(s); 4 CPU worker(s)" in out
+    monkeypatch.setattr(mps, "available", lambda: False)
+    assert dv.main([]) == 0
+    assert "1 GPU worker(s) x 2 thread(s); 14 CPU worker(s)" in capsys.readouterr().out
+    assert dv.shared_gpu_workers(64, 8) == 6 and dv.shared_gpu_workers(2, 4) == 1
+
+
 # ------------------------------------------------------------ deploy/start_workers.py
 def start_workers():
     spec = importlib.util.spec_from_file_location("start_workers", ROOT / "deploy" / "start_workers.py")
