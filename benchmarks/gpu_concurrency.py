@@ -39,6 +39,18 @@ def _parse_config(text: str) -> tuple[int, int, int]:
     return int(procs), int(threads or 1), int(events)
 
 
+def _process(proc, events, backend: str, timings=None):
+    """``proc`` on ``events`` as a worker of ``backend``'s pool runs it: unchanged on the
+    CPU, staged on the device (``stage_events``) inside one awkward error context on a GPU."""
+    from gpuexec.executor import awkward_messages_on_error, stage_events
+
+    if backend == "cpu":
+        return proc.process(events)
+    staged = stage_events(events, "cuda", timings)
+    with awkward_messages_on_error("cuda"):
+        return proc.process(staged)
+
+
 def _task_loop(path, query, backend, events_per_task, total_events, start_at, stop_at,
                offset, out, lock):
     """Run tasks back to back between ``start_at`` and ``stop_at`` (wall clock); add the
@@ -47,7 +59,7 @@ def _task_loop(path, query, backend, events_per_task, total_events, start_at, st
 
     import gpuexec.kernels as gk
     from examples.adl import make
-    from gpuexec.executor import _Timings, awkward_messages_on_error, stage_events
+    from gpuexec.executor import _Timings
 
     proc = make(query)
     ranges = [(s, min(s + events_per_task, total_events))
@@ -66,12 +78,7 @@ def _task_loop(path, query, backend, events_per_task, total_events, start_at, st
                 {path: "Events"}, schemaclass=NanoAODSchema, mode="virtual",
                 entry_start=lo, entry_stop=hi).events()
             timings = _Timings()
-            if backend == "cpu":
-                result = proc.process(events)
-            else:
-                staged = stage_events(events, "cuda", timings)
-                with awkward_messages_on_error("cuda"):
-                    result = proc.process(staged)
+            result = _process(proc, events, backend, timings)
             seconds += time.perf_counter() - t0
             read += timings.read
             transfer += timings.transfer
@@ -95,18 +102,13 @@ def _worker(index, path, total_events, backend, commands, results, ready):
     from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
 
     from examples.adl import make
-    from gpuexec.executor import awkward_messages_on_error, stage_events
 
     command = commands.get()
     for query in command["warm"]:
         events = NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
                                              mode="virtual", entry_stop=20_000).events()
         with gk.using(backend):
-            if backend == "cpu":
-                make(query).process(events)
-            else:
-                with awkward_messages_on_error("cuda"):
-                    make(query).process(stage_events(events, "cuda"))
+            _process(make(query), events, backend)
     ready.put(index)
     while True:
         command = commands.get()

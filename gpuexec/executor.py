@@ -574,7 +574,8 @@ def _say_time_sliced() -> None:
     if not _announced_time_sliced:
         _announced_time_sliced = True
         warnings.warn("gpuexec: several GPU workers share an NVIDIA device without MPS "
-                      "(nvidia-cuda-mps-control is not on PATH): CUDA time-slices their "
+                      "(nvidia-cuda-mps-control is not on PATH, or its daemon did not "
+                      "start): CUDA time-slices their "
                       "contexts, and processors of many small kernels run several times "
                       "slower", RuntimeWarning, stacklevel=4)
 
@@ -743,14 +744,20 @@ class GPUExecutor(ExecutorBase):
         """Default GPU workers per device: ``devices.shared_gpu_workers`` where its
         processes run concurrently (NVIDIA with MPS), else one. AMD: one (not measured
         here; ``gpu_workers`` sets any number)."""
-        if backend != "cuda" or self.gpu_share == "none":
+        if backend != "cuda" or not self._mps_usable():
             return 1
-        from gpuexec.scheduler import mps
         from gpuexec.scheduler.devices import available_cores, shared_gpu_workers
 
-        if self.gpu_share == "auto" and (not mps.available() or self._shared.mps_failed):
-            return 1
         return shared_gpu_workers(len(available_cores()), n_devices)
+
+    def _mps_usable(self) -> bool:
+        """Whether NVIDIA GPU workers may share a device through MPS: asked for, or "auto"
+        on a host with the control program whose daemon has not failed to start."""
+        if self.gpu_share != "auto":
+            return self.gpu_share == "mps"
+        from gpuexec.scheduler import mps
+
+        return mps.available() and not self._shared.mps_failed
 
     def _gpu_threads(self, envs: list[dict]) -> int:
         if self.gpu_threads is not None:
@@ -759,8 +766,6 @@ class GPUExecutor(ExecutorBase):
 
     def _gpu_sharing(self, backend: str, envs: list[dict]) -> str:
         """"mps" or "none" for the embedded GPU pool (see ``gpu_share``)."""
-        from gpuexec.scheduler import mps
-
         if backend != "cuda" or not envs:
             if self.gpu_share == "mps" and envs:
                 raise ValueError(f"gpu_share='mps' is NVIDIA's; the GPU pool runs {backend!r}")
@@ -769,7 +774,7 @@ class GPUExecutor(ExecutorBase):
             return "mps"
         if self.gpu_share == "none" or not _share_a_device(envs):
             return "none"
-        if mps.available() and not self._shared.mps_failed:
+        if self._mps_usable():
             return "mps"
         _say_time_sliced()
         return "none"
@@ -1030,8 +1035,9 @@ class _Loop:
         # one-entry chunks on 2 workers, the bare call: 1.40 s with a window of 2 x slots,
         # 0.24 s without; benchmarks/executor_overhead.py). A lone GPU pool keeps it: its
         # later batches are cut into smaller merged tasks (``_merge_count``).
-        unbounded = policy is None and not self.gpu
-        self.limit = len(items) if unbounded else max(1, int(round(ex.window * self.slots)))
+        # With a policy, each pool's depth bounds what is in flight instead (None here).
+        self.limit = None if policy is not None else (
+            len(items) if not self.gpu else max(1, int(round(ex.window * self.slots))))
         self.pending = list(range(len(items)))[::-1]  # stack: pop() gives the next chunk
         self.pending_units = sum(_expected_units(item) for item in items)
         self.in_flight: dict = {}  # task key -> _Submitted
@@ -1083,7 +1089,7 @@ class _Loop:
         while self.pending:
             # with a policy, each pool's depth bounds what is in flight (a merged GPU
             # task counts its chunks); without one, the window over all slots does
-            if (self.policy is None
+            if (self.limit is not None
                     and self.chunks_in_flight + sum(map(len, batch.values())) >= self.limit):
                 break
             pool = self._choose(self.pending[-1])
