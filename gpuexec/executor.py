@@ -51,6 +51,7 @@ from typing import Any
 from coffea.processor import ProcessorABC, accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
+from gpuexec.inflate import CHOICES as INFLATE_CHOICES
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.report import (
     CallReport,
@@ -377,9 +378,10 @@ class _Task:
     skip rule of coffea's ``Runner`` apply."""
 
     def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
-                 report_runs: bool = False):
+                 report_runs: bool = False, inflate: str = "auto"):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         self.compression = compression
+        self.inflate = inflate  # gpuexec.inflate choice, applied in the worker
         self.backends = backends  # pool -> kernel backend its tasks run under
         self.gpu_pools = frozenset(gpu_pools)
         self.report_runs = report_runs  # send each task's runs to the client as it ends
@@ -430,6 +432,7 @@ class _Task:
         timings = _Timings()
         start = time.perf_counter()
         try:
+            _use_inflate(self.inflate)
             with gk.using(self.backends[pool]):
                 out = self._call(item, pool, timings)
         except _Skip as skip:
@@ -449,6 +452,20 @@ class _Task:
         if self.report_runs:
             _report_runs(runs)
         return _Partial(value, packed, _split_units(indices, part_units, units), [], [], runs)
+
+
+_inflate_in_use: str | None = None  # the choice applied in this worker process
+
+
+def _use_inflate(choice: str) -> None:
+    """Apply the call's inflate choice once per worker process (a worker restarted by its
+    nanny applies it again with its first task)."""
+    global _inflate_in_use
+    if _inflate_in_use != choice:
+        from gpuexec import inflate
+
+        inflate.use(choice)
+        _inflate_in_use = choice
 
 
 def _split_units(indices, part_units, units: int) -> dict:
@@ -649,6 +666,10 @@ class GPUExecutor(ExecutorBase):
         allowed_failures: worker deaths a task may witness before the run fails
             (embedded cluster; for a client, the cluster's own setting applies).
         priority: Dask priority of the run's tasks.
+        inflate: the library that inflates zlib-compressed baskets in the workers:
+            "auto" (default: ISA-L where python-isal is installed, else zlib), "isal" or
+            "zlib" (``gpuexec.inflate``; same bytes, less reading time: on the H200 host
+            reading was most of a GPU task).
     """
 
     client: Any = None
@@ -671,6 +692,7 @@ class GPUExecutor(ExecutorBase):
     retries: int = 3
     allowed_failures: int = 3
     priority: int = 0
+    inflate: str = "auto"
 
     def __post_init__(self):
         if self.treereduction < 2:
@@ -683,6 +705,8 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"gpu_workers must be >= 0, got {self.gpu_workers}")
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
+        if self.inflate not in INFLATE_CHOICES:
+            raise ValueError(f"inflate is one of {INFLATE_CHOICES}, got {self.inflate!r}")
         if self.gpu_share not in ("auto", "mps", "none"):
             raise ValueError(f"gpu_share is 'auto', 'mps' or 'none', got {self.gpu_share!r}")
         self._shared = _SharedState()
@@ -898,7 +922,8 @@ class GPUExecutor(ExecutorBase):
         # per batch of tasks sent to a worker. (As a future it would be a dependency, and
         # Dask places tasks where their dependencies are: all on one worker.)
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
-                     [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None)
+                     [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
+                     inflate=self.inflate)
         loop = _Loop(self, client, pools, items, labels, run, task, policy)
         progress = None
         if self.status:

@@ -1,0 +1,49 @@
+"""Which library inflates the zlib-compressed ROOT baskets a process reads.
+
+uproot inflates zlib baskets with Python's ``zlib`` unless told to use Intel's ISA-L
+(python-isal), an option it documents on ``uproot.ZLIB.library``. The output is the same
+bytes; only the time differs. On a GPU worker, reading is most of a task (ADL Q6 on the
+H200 host: 73 % of the GPU pool's task time, most of it in ``zlib.decompress``), so the
+inflater bounds how far the GPU can pull ahead of the cores.
+
+uproot's reader does not read ``ZLIB.library`` itself: it inflates through an instance
+of ``ZLIB``'s base class, whose class attribute of the same name is set here as well.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+CHOICES = ("auto", "isal", "zlib")
+
+
+def resolve(choice: str) -> str:
+    """The library ``choice`` means in this process: "auto" is "isal" where python-isal
+    is installed, else "zlib"; "isal" without python-isal raises ImportError."""
+    if choice not in CHOICES:
+        raise ValueError(f"inflate is one of {CHOICES}, got {choice!r}")
+    has_isal = importlib.util.find_spec("isal") is not None
+    if choice == "auto":
+        return "isal" if has_isal else "zlib"
+    if choice == "isal" and not has_isal:
+        raise ImportError("inflate='isal' needs python-isal (pip install isal) in every "
+                          "worker's environment")
+    return choice
+
+
+def use(choice: str) -> str:
+    """Make uproot inflate zlib baskets in this process with ``choice`` (see
+    ``resolve``); returns the library now in use."""
+    import uproot.compression
+
+    library = resolve(choice)
+    uproot.compression._DecompressZLIB.library = library  # what the reader consults
+    uproot.compression.ZLIB.library = library  # the documented switch (writing)
+    return library
+
+
+def in_use() -> str:
+    """The library uproot's reader inflates zlib baskets with in this process."""
+    import uproot.compression
+
+    return uproot.compression._decompress_ZLIB.library
