@@ -306,6 +306,20 @@ def test_an_unmeasured_pool_queues_at_most_one_chunk_per_slot():
         Placement(pools(), unmeasured_depth=0)
 
 
+def test_an_unmeasured_merging_pool_gets_one_task_per_slot():
+    """12 single-slot GPU workers whose tasks merge 4 chunks, 4 CPU slots (the H200 host
+    with MPS): before any result the GPU pool takes one *task* (4 chunks) per slot, so
+    every GPU worker starts at once. Counted in chunks, it took 12 chunks = 3 tasks and
+    the H200 runs started with 6-7 of 12 GPU workers busy for their first fifth."""
+    policy = Placement([Pool("cpu", "cpu", 4, CostModel(CPU_FIXED, CPU_RATE)),
+                        Pool("gpu", "gpu", 12, CostModel(GPU_FIXED, GPU_RATE), merge=4)],
+                       unmeasured_depth=1)
+    placed = [policy.assign(chunk(i, 200_000, start=200_000 * i), now=0,
+                            backlog_events=200_000 * (99 - i)) for i in range(52)]
+    assert placed[:48].count("gpu") == 48  # seeds favour the GPU: 12 tasks of 4
+    assert placed[48:52] == ["cpu"] * 4  # then the other pool fills its slots
+
+
 def test_merged_gpu_tasks_share_their_fixed_cost_in_the_placement():
     """The H200 case (ADL Q8, 6 GPU workers x 2 slots, 4 CPU workers, 100 chunks of 50k):
     GPU tasks of 4 merged chunks cost 0.45 s + 1.3 us/event, a CPU chunk 0.19 s. Charged a

@@ -310,7 +310,7 @@ class Placement:
     the next eligible chunk to a pool that has none measured and none queued (an
     unmeasured pool is predicted with the scale measured on the others, which hides a
     pool that alone is slow or fast); ``unmeasured_depth``: a pool with no observation
-    of its own holds at most this many queued chunks per slot while another pool has
+    of its own holds at most this many queued tasks per slot while another pool has
     room (None: no limit): the seeds come from kernel timings, not the user's processor,
     and can be off by 100x for one pool more than another (seen on the H200: merged GPU
     tasks worth 26 chunks queued before the GPU's first result set the makespan);
@@ -498,10 +498,15 @@ class Placement:
                         and not any(s.outstanding for s in self._slots[name])):
                     return name, "probe: not measured yet"
         if self.unmeasured_depth is not None and len(candidates) > 1:
+            # depth in tasks per slot: a merging pool's task holds ``merge`` chunks (in
+            # chunks, 12 single-slot GPU workers with merges of 4 started with 3 busy)
+            def per_slot(n):
+                return self._queued(n) / (len(self._slots[n]) * self.pools[n].merge)
+
             room = [n for n in candidates if self.pools[n].model.observations > 0
-                    or self._queued(n) < self.unmeasured_depth * len(self._slots[n])]
+                    or per_slot(n) < self.unmeasured_depth]
             if not room:  # nothing measured and every pool full: fill by slots
-                best = min(candidates, key=lambda n: self._queued(n) / len(self._slots[n]))
+                best = min(candidates, key=per_slot)
                 return best, (why or "above crossover") + ", no pool measured yet: fewest queued per slot"
             if len(room) < len(candidates):
                 candidates = room
