@@ -41,7 +41,7 @@ def machine() -> dict:
             "gpus": [d.describe() for d in discover()], "python": platform.python_version()}
 
 
-def run_query(executor, number: int, path: str, chunksize: int,
+def run_query(executor, number: int, paths: list[str], chunksize: int,
               maxchunks: int | None = None) -> tuple[float, dict]:
     from coffea import processor
     from coffea.nanoevents import NanoAODSchema
@@ -51,13 +51,26 @@ def run_query(executor, number: int, path: str, chunksize: int,
     runner = processor.Runner(executor=executor, chunksize=chunksize, schema=NanoAODSchema,
                               metadata_cache={}, maxchunks=maxchunks)
     start = time.perf_counter()
-    out = runner({"adl": [path]}, make(number), treename="Events")
+    out = runner({"adl": list(paths)}, make(number), treename="Events")
     return time.perf_counter() - start, out
 
 
+def process_cpu_seconds() -> float:
+    """CPU time of this (the client's) process so far: what the executor's own side of
+    a run takes from the cores its workers run on."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 @contextlib.contextmanager
-def coffea_executor(name: str, cores: int):
+def coffea_executor(name: str, cores: int, inflate: str = "auto"):
+    """coffea's executor ``name`` on ``cores`` processes whose uproot inflates zlib
+    baskets with the library GPUExecutor's workers use (``gpuexec.inflate``)."""
     from coffea import processor
+
+    from gpuexec import inflate as inflater
 
     if name == "futures":
         # one process pool for every query, as Dask keeps its cluster: left to coffea, each
@@ -65,7 +78,8 @@ def coffea_executor(name: str, cores: int):
         # 200k events on 2 cores here and a whole device call's share on the H200 host
         from loky import ProcessPoolExecutor
 
-        pool = ProcessPoolExecutor(max_workers=cores)
+        pool = ProcessPoolExecutor(max_workers=cores, initializer=inflater.use,
+                                   initargs=(inflate,))
         try:
             yield processor.FuturesExecutor(pool=pool, workers=cores, status=False)
         finally:
@@ -75,6 +89,7 @@ def coffea_executor(name: str, cores: int):
 
     with LocalCluster(n_workers=cores, threads_per_worker=1, dashboard_address=None,
                       processes=True) as cluster, Client(cluster) as client:
+        client.run(inflater.use, inflate)
         yield processor.DaskExecutor(client=client, status=False)
 
 
@@ -82,7 +97,7 @@ def gpuexec_executor(mode: str, args):
     from gpuexec import GPUExecutor
 
     common = dict(gpu_backend=args.gpu_backend, gpu_threads=args.gpu_threads,
-                  dashboard_address="127.0.0.1:0", status=False)
+                  dashboard_address="127.0.0.1:0", status=False, inflate=args.inflate)
     if args.gpu_merge is not None:
         common["gpu_merge"] = args.gpu_merge
     if args.gpu_share is not None:
@@ -110,7 +125,14 @@ def main(argv=None) -> int:
                         help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
                              "default when not given)")
     parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures")
-    parser.add_argument("--file", default=None, help="reuse this sample instead of generating")
+    parser.add_argument("--inflate", default="auto", choices=("auto", "isal", "zlib"),
+                        help="library inflating zlib baskets in every executor's workers "
+                             "(gpuexec.inflate; default: ISA-L where installed)")
+    parser.add_argument("--files", type=int, default=1,
+                        help="generate the events as this many files of equal size, written "
+                             "side by side (a dataset of several files, as a real one is)")
+    parser.add_argument("--file", default=None,
+                        help="reuse these samples (comma-separated) instead of generating")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
     parser.add_argument("--executor-budget", type=float, default=None, metavar="SECONDS",
                         help="wall time per executor; queries left when it is spent are "
@@ -130,21 +152,25 @@ def main(argv=None) -> int:
     chunksize = args.chunksize or max(50_000, min(500_000, args.events // (8 * args.cores)))
 
     tmp = tempfile.TemporaryDirectory(prefix="gpuexec-bench-")
-    path = args.file
-    if path is None:
-        from examples.make_sample import write_sample
-
+    if args.file is not None:
+        paths = args.file.split(",")
+    else:
         start = time.perf_counter()
-        path = write_sample(os.path.join(tmp.name, "adl.root"), args.events, compression="zlib:1")
-        print(f"generated {args.events:,} events in {time.perf_counter() - start:.1f} s")
+        paths = generate(tmp.name, args.events, args.files)
+        print(f"generated {args.events:,} events in {len(paths)} file(s) in "
+              f"{time.perf_counter() - start:.1f} s")
 
-    results = {"machine": machine(), "events": args.events, "chunksize": chunksize,
+    results = {"machine": machine(), "events": args.events, "files": len(paths),
+               "chunksize": chunksize,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
-               "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "queries": {}}
+               "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share,
+               "inflate": inflate_library(args.inflate), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
-        same = all(earlier.get(k) == results[k] for k in ("events", "chunksize", "cores"))
+        before = {"files": 1, "inflate": "zlib"}  # runs before these settings existed
+        same = all(earlier.get(k, before.get(k)) == results[k]
+                   for k in ("events", "files", "chunksize", "cores", "inflate"))
         if not same or earlier["machine"].get("gpus") != results["machine"]["gpus"]:
             raise SystemExit(f"{args.previous}: another machine or input; not merged")
         results["queries"].update({k: v for k, v in earlier["queries"].items()
@@ -157,7 +183,7 @@ def main(argv=None) -> int:
     # warm-up over a few chunks (one per worker) fills imports, numba and kernel caches.
     for name in executors:
         start = time.perf_counter()
-        opened = (coffea_executor(name, args.cores) if name in ("dask", "futures")
+        opened = (coffea_executor(name, args.cores, args.inflate) if name in ("dask", "futures")
                   else gpuexec_executor(name, args))
         with contextlib.redirect_stdout(io.StringIO()), opened as ex:
             # warm-up: a chunk per core, and on GPUExecutor enough merged GPU tasks to
@@ -172,9 +198,11 @@ def main(argv=None) -> int:
                     rows[number][name] = {"not_run": f"executor budget of "
                                                      f"{args.executor_budget:.0f} s spent"}
                     continue
-                run_query(ex, number, path, chunksize, maxchunks=warm)
-                seconds, out = run_query(ex, number, path, chunksize)
-                entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds}
+                run_query(ex, number, paths, chunksize, maxchunks=warm)
+                cpu_before = process_cpu_seconds()
+                seconds, out = run_query(ex, number, paths, chunksize)
+                entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds,
+                         "client_cpu_s": process_cpu_seconds() - cpu_before}
                 if name not in ("dask", "futures"):
                     call = ex.report.processing
                     entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
@@ -196,6 +224,27 @@ def main(argv=None) -> int:
     save(args.out, results)
     print(f"written {args.out}")
     return 0
+
+
+def inflate_library(choice: str) -> str:
+    from gpuexec import inflate
+
+    return inflate.resolve(choice)
+
+
+def generate(folder: str, events: int, files: int) -> list[str]:
+    """``events`` split over ``files`` generated files (zlib:1), written by one process
+    each (a file is written by one thread: 45 s per 5M events on the H200 host)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from examples.make_sample import write_sample
+
+    sizes = [events // files + (k < events % files) for k in range(files)]
+    paths = [os.path.join(folder, f"adl_{k}.root") for k in range(files)]
+    with ProcessPoolExecutor(max_workers=files) as pool:
+        done = [pool.submit(write_sample, path, n, seed=20240601 + k, compression="zlib:1")
+                for k, (path, n) in enumerate(zip(paths, sizes))]
+        return [d.result() for d in done]
 
 
 def save(path: str, results: dict) -> None:
