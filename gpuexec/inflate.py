@@ -37,8 +37,10 @@ def use(choice: str) -> str:
     import uproot.compression
 
     library = resolve(choice)
-    uproot.compression._DecompressZLIB.library = library  # what the reader consults
-    uproot.compression.ZLIB.library = library  # the documented switch (writing)
+    uproot.compression.ZLIB.library = library  # the documented switch
+    base = _reader_class()
+    if base is not None:
+        base.library = library  # what the reader consults
     return library
 
 
@@ -46,4 +48,14 @@ def in_use() -> str:
     """The library uproot's reader inflates zlib baskets with in this process."""
     import uproot.compression
 
-    return uproot.compression._decompress_ZLIB.library
+    base = _reader_class()
+    return (base or uproot.compression.ZLIB).library
+
+
+def _reader_class():
+    """The class whose ``library`` uproot's reader reads (``ZLIB``'s base in uproot 5.3-5.7);
+    None should a later uproot read ``ZLIB.library`` itself."""
+    import uproot.compression
+
+    reader = getattr(uproot.compression, "_decompress_ZLIB", None)
+    return type(reader) if reader is not None and hasattr(reader, "library") else None
