@@ -53,6 +53,7 @@ from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
 from gpuexec.inflate import CHOICES as INFLATE_CHOICES
 from gpuexec.scheduler import keys
+from gpuexec.scheduler.heap import freeze_once
 from gpuexec.scheduler.report import (
     CallReport,
     ChunkRun,
@@ -446,6 +447,9 @@ class _Task:
             return _Partial(None, False, {}, [], [(i, "no output (the work function returned "
                                                    "None; its warning is in the worker log)")
                                                   for i in indices], [])
+        # the worker's imports and first task are behind it: what is alive now lives as
+        # long as the process (scheduler/heap.py: full collections 100 ms -> 0.3 ms)
+        freeze_once()
         units = _units(item, out)
         value, packed = _pack(out, self.compression)
         runs = [(tuple(indices), _worker_name(), units, seconds, timings.read, timings.transfer)]

@@ -341,6 +341,23 @@ def test_one_cpu_pool_submits_every_chunk_at_once(executor, reference, monkeypat
     assert batches[-1] == chunks  # processing: one batch of every chunk
 
 
+def heap_frozen(_item):
+    import gc
+
+    return {"frozen": {gc.get_freeze_count() > 0}}
+
+
+def test_workers_and_the_client_freeze_their_long_lived_heap(executor):
+    """After a worker's first task (and in the process that started the embedded
+    cluster) the objects alive are frozen: full collections then skip the imported stack."""
+    import gc
+
+    assert gc.get_freeze_count() > 0  # the client: frozen when its cluster started
+    executor(list(range(8)), heap_frozen, None)  # every worker runs a first task
+    out, _ = executor(list(range(8)), heap_frozen, None)
+    assert out == {"frozen": {True}}
+
+
 def test_preprocessing_through_the_executor_gives_coffeas_chunks(executor):
     fileset = {"DY": [DY], "DIMUON": [DIMUON]}
     ours = list(runner(executor, chunksize=15).preprocess(fileset, treename="Events"))

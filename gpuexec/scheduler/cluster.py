@@ -24,6 +24,8 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from gpuexec.scheduler.heap import freeze_once
+
 CPU = "CPU"
 GPU = "GPU"
 POOL_ENV = "GPUEXEC_POOL"  # every worker's environment names its pool
@@ -281,6 +283,9 @@ def shared_client(spec: ClusterSpec, announce=print):
             _close(_Shared(cluster, client, daemon))
             raise
         _shared[spec] = _Shared(cluster, client, daemon)
+        # this process now holds the scheduler and the client: keep full collections of
+        # its long-lived objects out of the runs (heap.py)
+        freeze_once()
         if not _atexit_registered:
             atexit.register(close_all)
             _atexit_registered = True
