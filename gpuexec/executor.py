@@ -914,6 +914,12 @@ class GPUExecutor(ExecutorBase):
         started = time.perf_counter()
         client, ledger = self._connect()
         pools = self._pools(client)
+        # Tasks carry their pool's resources so that each runs on its pool's workers; an
+        # embedded cluster of CPU workers only needs none: unrestricted tasks are queued by
+        # Dask's scheduler and handed to whichever worker frees first, where restricted
+        # ones are bound to a worker when submitted (128 tasks of 25-75 ms on 16 workers:
+        # the workers idle 0.10 s at the end bound, 0.07 s queued; benchmarks/scheduling.py)
+        restrict = self.client is not None or any(p.is_gpu for p in pools.values())
         run = keys.new_run_token()
         labels = [keys.item_label(item) for item in items]
         chunks = all(isinstance(item, WorkItem) for item in items)
@@ -928,7 +934,7 @@ class GPUExecutor(ExecutorBase):
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
                      inflate=self.inflate)
-        loop = _Loop(self, client, pools, items, labels, run, task, policy)
+        loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict)
         progress = None
         if self.status:
             from gpuexec.scheduler.progress import WindowProgress
@@ -1051,7 +1057,8 @@ class _Loop:
     they come, failed GPU tasks are re-run on CPU workers, and a GPU pool without
     workers hands its chunks to the CPU pool."""
 
-    def __init__(self, ex: GPUExecutor, client, pools: dict, items, labels, run, task, policy):
+    def __init__(self, ex: GPUExecutor, client, pools: dict, items, labels, run, task, policy,
+                 restrict: bool = True):
         from gpuexec.scheduler.placement import pool_slots
 
         self.ex, self.client, self.pools, self.items = ex, client, pools, items
@@ -1089,7 +1096,8 @@ class _Loop:
         # wait over every future in flight per completion cost the client a core share)
         self.completed: queue.SimpleQueue = queue.SimpleQueue()
         merge_pool = pools[self.cpu[0]] if self.cpu else pools[self.gpu[0]]
-        self.merge_resources = merge_pool.task_resources_dict()
+        self.restrict = restrict  # tasks name their pool's resources (see __call__)
+        self.merge_resources = merge_pool.task_resources_dict() if restrict else None
 
     # ------------------------------------------------------------------ placing
     def _choose(self, i: int) -> str | None:
@@ -1177,7 +1185,8 @@ class _Loop:
             futures = self.client.map(
                 _run_item, tasks, groups, [pool] * len(groups),
                 [tuple(_expected_units(self.items[i]) for i in g) for g in groups],
-                task=self.task, key=keys_, resources=spec.task_resources_dict(), pure=False,
+                task=self.task, key=keys_, pure=False,
+                resources=spec.task_resources_dict() if self.restrict else None,
                 priority=self.ex.priority,
                 retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
             )

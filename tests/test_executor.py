@@ -341,6 +341,26 @@ def test_one_cpu_pool_submits_every_chunk_at_once(executor, reference, monkeypat
     assert batches[-1] == chunks  # processing: one batch of every chunk
 
 
+def test_an_embedded_cluster_of_cpu_workers_submits_unrestricted_tasks(executor, reference,
+                                                                       monkeypatch):
+    """Every worker is a CPU worker: chunk and merge tasks carry no resources, so Dask
+    queues them and hands each to the next free worker (restricted tasks are bound to a
+    worker when submitted); a client's cluster keeps them (next tests)."""
+    client = executor.live_client
+    seen = []
+    for name in ("map", "submit"):
+        real = getattr(client, name)
+
+        def recording(*args, _real=real, **kwargs):
+            seen.append(kwargs.get("resources"))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(client, name, recording)
+    out = runner(executor, chunksize=100)(FILESET, DimuonProcessor(), treename="Events")
+    assert_same_output(out, reference)
+    assert seen and set(map(repr, seen)) == {"None"}
+
+
 def heap_frozen(_item):
     import gc
 
