@@ -133,6 +133,8 @@ def gpuexec_executor(mode: str, args):
 
 
 def main(argv=None) -> int:
+    from gpuexec import inflate
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=5_000_000)
     parser.add_argument("--chunksize", type=int, default=None,
@@ -148,7 +150,7 @@ def main(argv=None) -> int:
                         help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
                              "default when not given)")
     parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures")
-    parser.add_argument("--inflate", default="auto", choices=("auto", "isal", "zlib"),
+    parser.add_argument("--inflate", default="auto", choices=inflate.CHOICES,
                         help="library inflating zlib baskets in every executor's workers "
                              "(gpuexec.inflate; default: ISA-L where installed)")
     parser.add_argument("--files", type=int, default=1,
@@ -188,7 +190,7 @@ def main(argv=None) -> int:
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share,
-               "inflate": inflate_library(args.inflate), "queries": {}}
+               "inflate": inflate.resolve(args.inflate), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
         before = {"files": 1, "inflate": "zlib"}  # runs before these settings existed
@@ -247,12 +249,6 @@ def main(argv=None) -> int:
     save(args.out, results)
     print(f"written {args.out}")
     return 0
-
-
-def inflate_library(choice: str) -> str:
-    from gpuexec import inflate
-
-    return inflate.resolve(choice)
 
 
 def generate(folder: str, events: int, files: int) -> list[str]:

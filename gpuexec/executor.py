@@ -51,7 +51,7 @@ from typing import Any
 from coffea.processor import ProcessorABC, accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
-from gpuexec.inflate import CHOICES as INFLATE_CHOICES
+from gpuexec import inflate as inflater
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.heap import freeze_once
 from gpuexec.scheduler.report import (
@@ -466,9 +466,7 @@ def _use_inflate(choice: str) -> None:
     nanny applies it again with its first task)."""
     global _inflate_in_use
     if _inflate_in_use != choice:
-        from gpuexec import inflate
-
-        inflate.use(choice)
+        inflater.use(choice)
         _inflate_in_use = choice
 
 
@@ -594,11 +592,12 @@ def _say_time_sliced() -> None:
     global _announced_time_sliced
     if not _announced_time_sliced:
         _announced_time_sliced = True
+        from gpuexec.scheduler.mps import CONTROL
+
         warnings.warn("gpuexec: several GPU workers share an NVIDIA device without MPS "
-                      "(nvidia-cuda-mps-control is not on PATH, or its daemon did not "
-                      "start): CUDA time-slices their "
-                      "contexts, and processors of many small kernels run several times "
-                      "slower", RuntimeWarning, stacklevel=4)
+                      f"({CONTROL} is not on PATH, or its daemon did not start): CUDA "
+                      "time-slices their contexts, and processors of many small kernels "
+                      "run several times slower", RuntimeWarning, stacklevel=4)
 
 
 @dataclass
@@ -709,8 +708,7 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"gpu_workers must be >= 0, got {self.gpu_workers}")
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
-        if self.inflate not in INFLATE_CHOICES:
-            raise ValueError(f"inflate is one of {INFLATE_CHOICES}, got {self.inflate!r}")
+        inflater.check(self.inflate)
         if self.gpu_share not in ("auto", "mps", "none"):
             raise ValueError(f"gpu_share is 'auto', 'mps' or 'none', got {self.gpu_share!r}")
         self._shared = _SharedState()

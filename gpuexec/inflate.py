@@ -17,11 +17,17 @@ import importlib.util
 CHOICES = ("auto", "isal", "zlib")
 
 
+def check(choice: str) -> str:
+    """``choice`` if it is one of ``CHOICES``, else ValueError."""
+    if choice not in CHOICES:
+        raise ValueError(f"inflate is one of {CHOICES}, got {choice!r}")
+    return choice
+
+
 def resolve(choice: str) -> str:
     """The library ``choice`` means in this process: "auto" is "isal" where python-isal
     is installed, else "zlib"; "isal" without python-isal raises ImportError."""
-    if choice not in CHOICES:
-        raise ValueError(f"inflate is one of {CHOICES}, got {choice!r}")
+    check(choice)
     has_isal = importlib.util.find_spec("isal") is not None
     if choice == "auto":
         return "isal" if has_isal else "zlib"
