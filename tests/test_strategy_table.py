@@ -105,6 +105,7 @@ def test_family_per_list_window():
     assert not p.family_runs_per_list("filter", 20_000_000, 200_000_000)  # mean 10
     assert not p.family_runs_per_list("filter", 0, 0)
     assert not p.family_runs_per_list("local_index", 20_000_000, 100_000_000)
+    assert not p.family_runs_per_list("gather", 400, 2000)
     assert not S.plan("sm_90", strategy="naive").family_runs_per_list("filter", 20_000_000,
                                                                        100_000_000)
     assert not S.plan("gfx90a").family_runs_per_list("filter", 20_000_000, 100_000_000)
@@ -115,3 +116,30 @@ def test_family_per_list_window():
     assert S.plan("sm_90", family_per_list=everywhere).family_runs_per_list("filter", 3, 1)
     window = S.ListWindow(4, 8, 10)
     assert window.holds(10, 40) and not window.holds(10, 80) and not window.holds(9, 45)
+    bounded = S.ListWindow(0, 16, lists_below=100, elements_below=500, strategies=("split",))
+    assert bounded.holds(99, 400, "split") and not bounded.holds(100, 400, "split")
+    assert not bounded.holds(40, 500, "split") and not bounded.holds(99, 400, "fused")
+
+
+def test_small_inputs_run_the_per_list_kernels_where_the_h200_measured_them_faster():
+    """Few short lists: sort under both flattened strategies, local_index, the filter
+    and combinations under split (its partition pass) run one thread per list; many
+    lists, or long ones, keep the flattened passes (tables of the sm_ row)."""
+    fused, split = S.plan("sm_90", strategy="fused"), S.plan("sm_90", strategy="split")
+    small, big, long_lists = (24_400, 122_000), (200_000, 1_000_000), (9_285, 1_000_000)
+    for p in (fused, split):
+        assert p.family_runs_per_list("sort", *small)
+        assert p.family_runs_per_list("local_index", *small)
+        assert not p.family_runs_per_list("sort", *big)
+        assert not p.family_runs_per_list("sort", *long_lists)   # mean length 108
+    for family in ("filter", "combinations"):
+        assert split.family_runs_per_list(family, *small)
+        assert not fused.family_runs_per_list(family, *small)
+        assert not split.family_runs_per_list(family, *big)
+    # split's local_index below 2M elements, whatever the lengths
+    assert split.family_runs_per_list("local_index", *long_lists)
+    assert split.family_runs_per_list("local_index", *big)
+    assert not fused.family_runs_per_list("local_index", *big)
+    assert not split.family_runs_per_list("local_index", 400_000, 2_000_000)
+    assert not S.plan("sm_90", strategy="naive").family_runs_per_list("sort", *small)
+    assert not S.plan("sm_90", short_lists=0).family_runs_per_list("sort", *small)

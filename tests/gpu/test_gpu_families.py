@@ -367,25 +367,43 @@ def test_kernels_on_misaligned_views(strategy, start, backends):
            cpu.kernel("compact_offsets")(off[:-1], off[1:]))
 
 
-def test_filter_per_list_window_runs_the_per_list_kernels():
-    """Where the strategy table's window holds (here: every input), the fused and split
-    backends run the filter's per-list count and fill from the naive unit, with the same
-    results as awkward."""
+# family -> (the public call on module ``m`` (gk or ak), a kernel of the naive unit it must
+# launch under a window, kernels of the flattened strategies it must not)
+_WINDOW_CALLS = {
+    "filter": (lambda m, x, msk, **kw: m.filter(x, msk, **kw) if m is gk else x[msk],
+               "gk_filter_fill_naive", ("gk_filter_fused", "gk_filter_fill")),
+    "sort": (lambda m, x, msk, **kw: m.argsort(x, axis=-1, **kw), "gk_argsort_naive_b64",
+             ("gk_sort_classify",)),
+    "local_index": (lambda m, x, msk, **kw: m.local_index(x, axis=-1, **kw),
+                    "gk_local_index_perlist", ("gk_local_index_fused", "gk_local_index_split")),
+    "combinations": (lambda m, x, msk, **kw: m.argcombinations(x, 2, **kw),
+                     "gk_combinations_naive",
+                     ("gk_combinations_fused", "gk_combinations_split")),
+}
+
+
+@pytest.mark.parametrize("family", sorted(_WINDOW_CALLS))
+def test_per_list_windows_run_the_per_list_kernels(family):
+    """Where a window of the strategy table holds (here: every input), the fused and split
+    backends run the family's per-list kernels from the naive unit, with the same results
+    as awkward."""
     from gpuexec.kernels.gpu.backend import GPUBackend
     from gpuexec.kernels.gpu.strategies import ListWindow
 
-    everywhere = {"filter": ListWindow(0, float("inf"))}
+    call, naive_kernel, flat_kernels = _WINDOW_CALLS[family]
+    everywhere = {family: ListWindow(0, float("inf"))}
     for strategy in ("fused", "split"):
         be = GPUBackend(strategy=strategy, family_per_list=everywhere)
         for layout in ("listoffset", "listarray"):
             x = case("float64", layout)[0]
             m = ak.local_index(x) % 3 != 1
+            dx, dm = device(x), device(m)
             with gk.counting() as s:
-                got = gk.filter(device(x), device(m), backend=be)
-            assert ak.to_list(ak.to_backend(got, "cpu")) == ak.to_list(x[m])
+                got = call(gk, dx, dm, backend=be)
+            assert ak.to_list(ak.to_backend(got, "cpu")) == ak.to_list(call(ak, x, m))
             names = {k for k in s["kernels"] if k.startswith("gk_")}
-            assert "gk_filter_fill_naive" in names and "gk_filter_fused" not in names
-            assert "gk_filter_fill" not in names
+            assert naive_kernel in names, (strategy, layout, names)
+            assert not names & set(flat_kernels), (strategy, layout, names)
 
 
 # -- strategies really differ; memory errors --------------------------------------------------

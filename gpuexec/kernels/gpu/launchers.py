@@ -148,13 +148,19 @@ class Launchers:
         ``off`` with arguments ``before + (P,) + after`` (split: P from the partition
         pass; fused: P unused, the kernel searches; naive: one thread per list). With
         ``per_list`` (a kernel name) the naive strategy, and every strategy when the lists
-        are shorter than PERLIST_BELOW on average, run that one-thread-per-list kernel."""
+        are shorter than PERLIST_BELOW on average, run that one-thread-per-list kernel;
+        where a window of the strategy table holds, every strategy runs the naive unit's
+        per-list kernel."""
         block = self.dev.family_block(family)
         variant = self._variant()
         name = f"gk_{kernel}_{variant}"
+        args = _args(before) + (_p(None),) + _args(after)
         if variant == "naive" or (per_list is not None and total < F.PERLIST_BELOW * n):
-            self._run(family, per_list or name, _cdiv(n, block),
-                      _args(before) + (_p(None),) + _args(after))
+            self._run(family, per_list or name, _cdiv(n, block), args)
+            return
+        if self.dev.plan.family_runs_per_list(family, n, total):
+            self._run(family, per_list or f"gk_{kernel}_naive", _cdiv(n, block), args,
+                      per_list=True)
             return
         tile = block * tile_items
         ntiles = max(1, _cdiv(total, tile))
@@ -328,11 +334,13 @@ class Launchers:
         keys = np.uint64 if w == 8 else np.uint32
         block = self.dev.family_block("sort")
         variant = self._variant()
-        if variant == "naive":
+        # the table's window (few short lists): the naive unit's one thread per list
+        per_list = self.dev.plan.family_runs_per_list("sort", n, total)
+        if variant == "naive" or per_list:
             name = f"gk_{what}_naive_{ws}"
             tmp = [self.dev.alloc(total, dt, name) for dt in (keys, np.uint32, keys, np.uint32)]
             self._run("sort", name, _cdiv(n, block),
-                      _args((offsets, n, raw, kind, desc, *tmp, out)))
+                      _args((offsets, n, raw, kind, desc, *tmp, out)), per_list=per_list)
             return out
         stats = self._zeros(4, _I64, "gk_sort_classify")
         ids = self.dev.alloc(n, _I64, "gk_sort_classify")

@@ -26,10 +26,12 @@ takes a batch of lists, reduces the short ones one per lane and streams the long
 the whole wave; low registers, no segmented scan). Mixed lengths (mostly short lists, a
 few long ones holding most of the content) are where the two differ.
 
-Kernel families (``families.py``) may name a window of inputs on which their per-list
-kernels run under every strategy (``family_per_list``: mean list length and list count):
-the filter's per-list count and fill beat its flattened passes on many lists of about five
-elements on the H200, and lose on shorter, longer or fewer lists.
+Kernel families (``families.py``) may name windows of inputs on which their per-list
+kernels run instead of the strategy's flattened passes (``family_per_list``: mean list
+length, list and element counts, optionally only for some strategies): the filter's
+per-list count and fill beat its flattened passes on many lists of about five elements on
+the H200, and lose on shorter, longer or fewer lists; on small inputs (a few thousand
+short lists) one launch per list beats sort's extra passes and split's partition pass.
 
 Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive``, ``GPUEXEC_GPU_LAUNCH``
 (``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``)
@@ -47,6 +49,7 @@ their machine code; the CI compile gates assert those promises.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -133,23 +136,29 @@ class ArchRow:
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})
     # op -> what reduces lists at or above the short-list threshold (LONG_LIST_KERNELS)
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})
-    # kernel family -> ListWindow where its per-list kernels beat its flattened passes
+    # kernel family -> ListWindow(s) where its per-list kernels beat its flattened passes
     family_per_list: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ListWindow:
-    """Inputs on which a kernel family runs its per-list (naive unit) kernels under every
-    strategy: mean list length in ``[mean_from, mean_below)`` and at least ``lists_from``
-    lists (both known on the host without reading the data)."""
+    """Inputs on which a kernel family runs its per-list (naive unit) kernels: mean list
+    length in ``[mean_from, mean_below)``, a list count in ``[lists_from, lists_below)``
+    and fewer than ``elements_below`` elements (all known on the host without reading the
+    data), under the flattened strategies named in ``strategies`` (empty: every one)."""
 
     mean_from: float
     mean_below: float
     lists_from: int = 0
+    lists_below: float = math.inf
+    elements_below: float = math.inf
+    strategies: tuple = ()
 
-    def holds(self, n_lists: int, n_elements: int) -> bool:
-        return (n_lists > 0 and n_lists >= self.lists_from
-                and self.mean_from * n_lists <= n_elements < self.mean_below * n_lists)
+    def holds(self, n_lists: int, n_elements: int, strategy: str | None = None) -> bool:
+        return (n_lists > 0 and self.lists_from <= n_lists < self.lists_below
+                and n_elements < self.elements_below
+                and self.mean_from * n_lists <= n_elements < self.mean_below * n_lists
+                and (not self.strategies or strategy is None or strategy in self.strategies))
 
 
 # the per-list kernels of the naive unit (role names in its compile unit)
@@ -157,6 +166,9 @@ PER_LIST_KERNELS = ("naive", "tiled", "hybrid")
 # "flat": the strategy's own flattened passes; "hybrid": the naive unit's hybrid kernel
 LONG_LIST_KERNELS = ("flat", "hybrid")
 
+
+#: "few lists" of the families' small-input windows in the table (2**16, see the sm_ row)
+SMALL_LISTS = 65_536
 
 # The table. First matching row wins.
 ARCHES: tuple[ArchRow, ...] = (
@@ -194,8 +206,24 @@ ARCHES: tuple[ArchRow, ...] = (
             # Poisson(5) at 2M lists 0.270 / 0.274 / 0.248, 20M lists 1.197 / 1.139 / 1.094
             # (fused wins up to 1M lists: 0.210 / 0.221 / 0.233); Poisson(2) at 20M lists
             # 0.617 / 0.576 / 0.701 and Poisson(10) 2.112 / 2.063 / 2.408: the per-list
-            # kernel wins only on many lists of about five (an earlier run agreed)
-            {"filter": ListWindow(4.0, 8.0, 2_000_000)}),
+            # kernel wins only on many lists of about five (an earlier run agreed).
+            # Small inputs (few short lists: the GPU is not filled, so launches and host gaps
+            # between them are the time): H200, device time of the family's launches in ms at
+            # 400 / 24.4k / 200k Poisson(5) lists (gpu_kernels.json, ninth session), naive vs
+            # fused / split: sort 0.081 / 0.086 / 0.162 vs 0.117 / 0.113 / 0.118 and 0.137 /
+            # 0.162 / 0.136; local_index 0.058 / 0.057 / 0.070 vs split 0.077 / 0.102 / 0.078
+            # (and at 1M mixed elements 0.095 vs 0.128); combinations(2) split 0.114 / 0.113
+            # vs 0.098 / 0.093; filter split at 24.4k lists 0.204 vs 0.138. Between 24.4k
+            # and 200k lists nothing was measured: the bound is halfway, in powers of two
+            {"filter": (ListWindow(4.0, 8.0, 2_000_000),
+                        ListWindow(0, 16, lists_below=SMALL_LISTS, strategies=("split",))),
+             "sort": ListWindow(0, 16, lists_below=SMALL_LISTS),
+             "local_index": (ListWindow(0, 16, lists_below=SMALL_LISTS),
+                             ListWindow(0, math.inf, elements_below=2_000_000,
+                                        strategies=("split",))),
+             # (combinations: the mean is of output tuples per list, up to 64 for n = 3)
+             "combinations": ListWindow(0, 64, lists_below=SMALL_LISTS,
+                                        strategies=("split",))}),
 )
 
 
@@ -234,13 +262,18 @@ class Plan:
     short_lists: dict = field(default_factory=dict)  # op -> mean list length threshold
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op -> role
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})  # op -> kernel
-    family_per_list: dict = field(default_factory=dict)  # family -> ListWindow
+    family_per_list: dict = field(default_factory=dict)  # family -> ListWindow(s)
 
     def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
-        """Whether a flattened strategy runs ``family``'s per-list kernels on these lists."""
-        window = self.family_per_list.get(family)
-        return bool(self.strategy.flatten and window is not None
-                    and window.holds(n_lists, n_elements))
+        """Whether a flattened strategy runs ``family``'s per-list kernels on these lists
+        (a window of the family holds: ``family_per_list`` maps a family to one
+        ``ListWindow`` or a tuple of them)."""
+        if not self.strategy.flatten:
+            return False
+        windows = self.family_per_list.get(family, ())
+        if isinstance(windows, ListWindow):
+            windows = (windows,)
+        return any(w.holds(n_lists, n_elements, self.strategy.name) for w in windows)
 
     def per_list(self, op: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy reduces these lists one per thread instead."""
