@@ -84,6 +84,8 @@ class Backend:
     ak_backend: str = "cpu"
     #: the numpy-like array module of this backend (numpy or cupy)
     nplike: Any = None
+    #: whether ``adopt`` can change an array (the public wrapper skips it where not)
+    adopts: bool = False
 
     def __init__(self) -> None:
         self._table: dict[tuple[str, tuple[str, ...]], Callable] = {}

@@ -113,6 +113,7 @@ class GPUBackend(Backend):
     present)."""
 
     ak_backend = "cuda"
+    adopts = True  # host arrays are moved to the device
 
     def __init__(self, vendor: str | None = None, strategy: str | None = None,
                  launch=None, device: int = 0, cache_dir: str | None = None,
