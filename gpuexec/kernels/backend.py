@@ -84,9 +84,14 @@ class Backend:
     ak_backend: str = "cpu"
     #: the numpy-like array module of this backend (numpy or cupy)
     nplike: Any = None
+    #: whether ``adopt`` can change an array (the public wrapper skips it where not)
+    adopts: bool = False
 
     def __init__(self) -> None:
         self._table: dict[tuple[str, tuple[str, ...]], Callable] = {}
+        # (name, dtypes as the caller passed them) -> kernel: one dict lookup per call
+        # instead of a name per dtype; cleared by ``register``
+        self._by_dtypes: dict = {}
 
     # -- kernel lookup -------------------------------------------------------------
     def register(self, name: str, dtypes: tuple[str, ...], fn: Callable, *, count=True) -> None:
@@ -96,16 +101,26 @@ class Backend:
         if count:
             fn = _counted(name, fn)
         self._table[(name, tuple(dtypes))] = fn
+        self._by_dtypes.clear()
 
     def kernel(self, name: str, *dtypes) -> Callable:
         """The kernel ``name`` specialised for ``dtypes`` (numpy dtypes or names)."""
+        try:
+            return self._by_dtypes[(name, dtypes)]
+        except (KeyError, TypeError):  # not looked up yet, or an unhashable dtype-like
+            pass
         key = (name, tuple(dtype_name(d) for d in dtypes))
         try:
-            return self._table[key]
+            fn = self._table[key]
         except KeyError:
             raise KernelNotFound(
                 f"backend {self.name!r} has no kernel {name!r} for dtypes {key[1]}"
             ) from None
+        try:
+            self._by_dtypes[(name, dtypes)] = fn
+        except TypeError:
+            pass
+        return fn
 
     def kernels(self) -> list[tuple[str, tuple[str, ...]]]:
         return sorted(self._table)

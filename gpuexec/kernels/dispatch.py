@@ -101,6 +101,46 @@ def awkward_backend_of(array) -> str:
     return ak.backend(array)
 
 
+#: the current ``with gk.using(...)`` backend or None (``ContextVar.get`` itself: no
+#: Python frame on every call)
+current_default = _default.get
+
+# awkward backend name ("cpu"/"cuda") -> Backend, filled on first use: both the
+# instances and the vendor CuPy was built for are fixed for the life of the process
+_by_awkward_name: dict[str, Backend] = {}
+
+
+def _backend_for(name: str) -> Backend:
+    backend = _by_awkward_name.get(name)
+    if backend is not None:
+        return backend
+    if name == "cpu":
+        backend = get_backend("cpu")
+    elif name == "cuda":
+        backend = get_backend(device_backend_name())
+    else:
+        raise BackendUnavailable(f"gpuexec has no engine for awkward backend {name!r}")
+    _by_awkward_name[name] = backend
+    return backend
+
+
+def backend_of_arrays(arrays) -> tuple[Backend, bool]:
+    """(the Backend that runs a call on ``arrays`` when neither ``backend=`` nor
+    ``gk.using`` names one, whether every array already lives on that Backend's awkward
+    backend, so that ``Backend.adopt`` would return each as it is)."""
+    if len(arrays) == 1:  # the common call: one array
+        name = awkward_backend_of(arrays[0])
+        if name == "typetracer":
+            return _backend_for("cpu"), False
+        return _backend_for(name), True
+    names = {awkward_backend_of(a) for a in arrays if a is not None}
+    native = "typetracer" not in names
+    names.discard("typetracer")
+    if len(names) > 1:
+        raise ValueError(f"arrays live on different awkward backends: {sorted(names)}")
+    return _backend_for(names.pop() if names else "cpu"), native
+
+
 def resolve(arrays, backend=None) -> Backend:
     """The Backend that runs a call on ``arrays`` (awkward arrays or layouts)."""
     if backend is not None:
@@ -108,13 +148,4 @@ def resolve(arrays, backend=None) -> Backend:
     default = _default.get()
     if default is not None:
         return default
-    names = {awkward_backend_of(a) for a in arrays if a is not None}
-    names.discard("typetracer")
-    if len(names) > 1:
-        raise ValueError(f"arrays live on different awkward backends: {sorted(names)}")
-    name = names.pop() if names else "cpu"
-    if name == "cpu":
-        return get_backend("cpu")
-    if name == "cuda":
-        return get_backend(device_backend_name())
-    raise BackendUnavailable(f"gpuexec has no engine for awkward backend {name!r}")
+    return backend_of_arrays(arrays)[0]

@@ -17,15 +17,24 @@ class NotNative(Exception):
     runs natively; the public wrapper then hands the call to awkward and counts it."""
 
 
+_ARRAYS = (ak.Array, ak.Record, ak.contents.Content)
+_ADOPTABLE = (ak.Array, ak.contents.Content)
+# argument types that hold no arrays: one type check instead of three isinstance calls
+_SCALARS = frozenset([int, float, bool, str, type(None)])
+
+
 def _arrays_of(args, kwargs):
     out = []
-    for a in list(args) + list(kwargs.values()):
-        if isinstance(a, (ak.Array, ak.Record, ak.contents.Content)):
-            out.append(a)
-        elif isinstance(a, dict):
-            out.extend(v for v in a.values() if isinstance(v, (ak.Array, ak.contents.Content)))
-        elif isinstance(a, (list, tuple)):
-            out.extend(v for v in a if isinstance(v, (ak.Array, ak.contents.Content)))
+    for group in (args, kwargs.values()) if kwargs else (args,):
+        for a in group:
+            if type(a) in _SCALARS:
+                continue
+            if isinstance(a, _ARRAYS):
+                out.append(a)
+            elif isinstance(a, dict):
+                out.extend(v for v in a.values() if isinstance(v, _ADOPTABLE))
+            elif isinstance(a, (list, tuple)):
+                out.extend(v for v in a if isinstance(v, _ADOPTABLE))
     return out
 
 
@@ -44,16 +53,25 @@ def public(awkward_fn):
 
         @functools.wraps(impl)
         def wrapper(*args, backend=None, to=None, **kwargs):
-            be = dispatch.resolve(_arrays_of(args, kwargs), backend)
+            # one pass over the arguments: the arrays are only scanned when neither
+            # backend= nor gk.using names the backend, and adoption is skipped where the
+            # scan shows every array already on the backend (the common call)
+            if backend is not None:
+                be, native = dispatch.get_backend(backend), False
+            else:
+                be, native = dispatch.current_default(), False
+                if be is None:
+                    be, native = dispatch.backend_of_arrays(_arrays_of(args, kwargs))
             stats.record_call(name, be.name)
-            args = tuple(_adopt(be, a) for a in args)
-            kwargs = {k: _adopt(be, v) for k, v in kwargs.items()}
+            if be.adopts and not native:
+                args = tuple(_adopt(be, a) for a in args)
+                kwargs = {k: _adopt(be, v) for k, v in kwargs.items()}
             try:
                 out = impl(*args, backend=be, **kwargs)
             except NotNative as why:
                 stats.record_handoff(name, str(why))
                 out = awkward_fn(*args, **kwargs)
-            return place(out, to)
+            return out if to is None else place(out, to)
 
         params = [p for p in sig.parameters.values() if p.name != "backend"]
         params += [
@@ -68,7 +86,7 @@ def public(awkward_fn):
 
 
 def _adopt(backend, value):
-    if isinstance(value, (ak.Array, ak.contents.Content)):
+    if isinstance(value, _ADOPTABLE):
         return backend.adopt(value)
     return value
 
@@ -88,10 +106,13 @@ def wrap(layout, like=None, *, highlevel=True, behavior=None, attrs=None):
     """A layout as the caller asked for it (``ak.Array`` unless ``highlevel=False``)."""
     if not highlevel:
         return layout
-    if behavior is None and isinstance(like, (ak.Array, ak.Record)):
-        behavior = like.behavior
-    if attrs is None and isinstance(like, (ak.Array, ak.Record)):
-        attrs = like.attrs
+    if isinstance(like, (ak.Array, ak.Record)):
+        if behavior is None:
+            behavior = like.behavior
+        if attrs is None:
+            # empty attrs read the same as none, and awkward then neither checks nor
+            # copies them (about 1 us per call)
+            attrs = like.attrs or None
     return ak.Array(layout, behavior=behavior, attrs=attrs)
 
 

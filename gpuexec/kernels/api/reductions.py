@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 
 import awkward as ak
 import numpy as np
@@ -108,13 +109,19 @@ def all(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True
 # -- shared driver -----------------------------------------------------------------------
 def _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel, behavior, attrs,
             backend):
-    layout = L.to_layout(array)
-    if is_integer(axis) and axis in (1, -1) and _plain_lists(layout):
-        # the common call (one level of lists of numbers): straight to the kernel, a
-        # few us less of Python on every call (the GPU call floor)
-        out = _reduce_lists(fname, layout, bool(keepdims), bool(mask_identity), initial,
-                            backend)
-        return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
+    layout = array.layout if type(array) is ak.Array else L.to_layout(array)
+    if (type(axis) is int or is_integer(axis)) and axis in (1, -1):
+        plain = _plain_buffers(layout, backend)
+        if plain is not None:
+            # the common call (one level of lists of numbers): straight to the kernel, a
+            # few us less of Python on every call (the GPU call floor)
+            offsets, values, ak_backend = plain
+            if fname == "count":
+                out = backend.kernel("reduce_count")(offsets)
+            else:
+                out = _segmented(fname, offsets, values, initial, backend)
+            out = _lists_result(out, offsets, keepdims, mask_identity, ak_backend)
+            return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
     _check_native(layout)
     mindepth, depth = layout.minmax_depth
     if mindepth != depth:
@@ -145,6 +152,38 @@ def _plain_lists(layout) -> bool:
             and content.data.ndim == 1 and dtype_name(content.dtype) in _DTYPES)
 
 
+# id(layout) -> (weak reference to it, Backend, (offsets, values, awkward backend))
+_plain: dict = {}
+
+
+def _plain_buffers(layout, backend):
+    """(offsets, values, awkward backend of results) of a ``_plain_lists`` layout as
+    ``backend`` reads them, or None for any other layout. Remembered per layout object
+    while it lives, and only where ``backend`` reads the layout's own buffer objects
+    (no conversion, no copy, nothing virtual): layouts are immutable and the kernel
+    reads the buffers themselves, so the entry cannot go stale (the offsets check is
+    remembered per buffer in ``validate`` on the same grounds)."""
+    entry = _plain.get(id(layout))
+    if entry is not None and entry[0]() is layout and entry[1] is backend:
+        return entry[2]
+    if not _plain_lists(layout):
+        return None
+    offsets, content = L.list_offsets(layout, backend)
+    values = L.leaf_values(content, backend)
+    ak_backend = content.backend
+    if ak_backend.name != backend.ak_backend:
+        ak_backend = None  # results live elsewhere: NumpyArray finds its own backend
+    buffers = (offsets, values, ak_backend)
+    if offsets is layout.offsets.data and values is content.data:
+        key = id(layout)
+        try:
+            ref = weakref.ref(layout, lambda _, key=key: _plain.pop(key, None))
+        except TypeError:  # no weak references: never remembered
+            return buffers
+        _plain[key] = (ref, backend, buffers)
+    return buffers
+
+
 def _check_native(node) -> None:
     """NotNative for anything our kernels do not cover (awkward then decides)."""
     if L.is_stringlike(node) or node.parameter("__array__") == "categorical":
@@ -172,14 +211,20 @@ def _reduce_lists(fname, node, keepdims, mask_identity, initial, backend):
         out = _segmented(fname, offsets, values, initial, backend)
         if positions is not None and fname in ("argmin", "argmax"):
             out = _slot_positions(out, offsets, positions, list_offsets, backend.nplike)
-    result = C.NumpyArray(out)
-    n = offsets.shape[0] - 1
+    return _lists_result(out, offsets, keepdims, mask_identity)
+
+
+def _lists_result(out, offsets, keepdims, mask_identity, ak_backend=None):
+    """The node that replaces a list node: one value per list (``out``), masked where a
+    list is empty for ``mask_identity``, in lists of one for ``keepdims``. Passing
+    ``ak_backend`` spares awkward looking it up from the buffer."""
+    result = C.NumpyArray(out, backend=ak_backend)
     if mask_identity:
         empty = offsets[1:] == offsets[:-1]
         result = C.ByteMaskedArray(ak.index.Index8(empty.view(np.int8)), result,
                                    valid_when=False)
     if keepdims:
-        result = C.RegularArray(result, 1, zeros_length=n)
+        result = C.RegularArray(result, 1, zeros_length=offsets.shape[0] - 1)
     return result
 
 

@@ -28,6 +28,10 @@ from gpuexec.kernels.gpu.runtime import Runtime
 # bytes of one carried partial (the widest accumulator: an (value, int64 index) pair)
 _ACC_BYTES = 16
 _INT64 = np.dtype(np.int64)
+# kernel arguments that are always 0: ctypes values that are never written, shared by
+# every launch (the driver reads the values at the launch)
+_ZERO_LL = ctypes.c_longlong(0)
+_ZERO_ULL = ctypes.c_ulonglong(0)
 
 
 def _out_dtype(op: S.Op, dtype: np.dtype) -> np.dtype:
@@ -113,6 +117,7 @@ class GPUBackend(Backend):
     present)."""
 
     ak_backend = "cuda"
+    adopts = True  # host arrays are moved to the device
 
     def __init__(self, vendor: str | None = None, strategy: str | None = None,
                  launch=None, device: int = 0, cache_dir: str | None = None,
@@ -127,6 +132,7 @@ class GPUBackend(Backend):
         self.name = bindings.VENDOR
         self.nplike = cupy
         self._cp = cupy
+        self._ndarray = cupy.ndarray
         with cupy.cuda.Device(device):
             cupy.empty(1)  # the runtime's primary context exists before the driver is used
             self.runtime = Runtime(bindings, device, cache_dir)
@@ -154,6 +160,8 @@ class GPUBackend(Backend):
 
     # -- buffers ---------------------------------------------------------------------------
     def asarray(self, data):
+        if type(data) is self._ndarray:  # the common case, before the hasattr miss
+            return data
         if hasattr(data, "materialize"):  # awkward VirtualNDArray
             data = data.materialize()
         if isinstance(data, self._cp.ndarray):
@@ -194,6 +202,8 @@ class GPUBackend(Backend):
     def int64(self, a):
         """``a`` as a contiguous int64 device array (offsets, indices; no copy when it
         is one already)."""
+        if type(a) is self._ndarray and a.dtype == _INT64 and a.ndim and a.flags.c_contiguous:
+            return a  # already one: no conversion calls (the call floor)
         a = self.asarray(a)
         if a.dtype != _INT64:
             a = a.astype(_INT64)
@@ -287,6 +297,8 @@ class GPUBackend(Backend):
                 resident["w"] = per_cu * self.device.cu_count * waves_per_block
             return resident["w"]
 
+        has_identity = op.device in ("min", "max")  # _identity_bits is 0 for the others
+
         def reduce(offsets, content, identity=None):
             cp = self._cp
             offsets = self.int64(offsets)
@@ -297,7 +309,8 @@ class GPUBackend(Backend):
                 return out
             if content.dtype != dtype:
                 content = content.astype(dtype)
-            content = cp.ascontiguousarray(content)
+            if not content.flags.c_contiguous:
+                content = cp.ascontiguousarray(content)
             if dtype.kind == "b":
                 content = content.view(np.uint8)
             itemsize = dtype.itemsize
@@ -311,11 +324,12 @@ class GPUBackend(Backend):
             c_content = ctypes.c_void_p(base)
             c_shift = ctypes.c_longlong(shift)
             c_ntiles = ctypes.c_longlong(ntiles)
-            c_ident = ctypes.c_ulonglong(_identity_bits(identity, dtype, op))
+            c_ident = (ctypes.c_ulonglong(_identity_bits(identity, dtype, op)) if has_identity
+                       else _ZERO_ULL)
             c_out = ctypes.c_void_p(out.data.ptr)
             if st.name == "naive":
                 self._launch(names["naive"], funcs[names["naive"]], -(-n // cfg.block), cfg.block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, ctypes.c_longlong(0),
+                             (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
                               c_ident, c_out))
                 return out
             per_list_role = self.plan.per_list_role(op.device, n, content.shape[0])
@@ -323,7 +337,7 @@ class GPUBackend(Backend):
                 per_list_name = f"gk_{op.device}_{dt}_{per_list_role}"
                 fn = self._functions(op, per_list_plan)[per_list_name]
                 self._launch(per_list_name, fn, -(-n // per_list_block), per_list_block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, ctypes.c_longlong(0),
+                             (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
                               c_ident, c_out))
                 return out
             fn = funcs[names[role]]

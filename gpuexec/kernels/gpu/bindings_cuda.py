@@ -118,7 +118,7 @@ def get_function(module, name: str):
 
 def launch(function, grid: int, block: int, shared: int, stream: int, args: tuple) -> None:
     """Launch with ``args``: a tuple of ctypes scalars (pointers as c_void_p)."""
-    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+    params = (ctypes.c_void_p * len(args))(*map(ctypes.addressof, args))
     _check(
         _drv.cuLaunchKernel(function, grid, 1, 1, block, 1, 1, shared, stream,
                             ctypes.addressof(params), 0),
