@@ -125,6 +125,8 @@ def gpuexec_executor(mode: str, args):
         common["gpu_merge"] = args.gpu_merge
     if args.gpu_share is not None:
         common["gpu_share"] = args.gpu_share
+    if args.merge_on is not None:
+        common["merge_on"] = args.merge_on
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
     if mode == "all-gpu":
@@ -133,7 +135,7 @@ def gpuexec_executor(mode: str, args):
 
 
 def main(argv=None) -> int:
-    from gpuexec import inflate
+    from gpuexec import GPUExecutor, inflate
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=5_000_000)
@@ -149,6 +151,8 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-merge", type=int, default=None,
                         help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
                              "default when not given)")
+    parser.add_argument("--merge-on", default=None, choices=("client", "cluster"),
+                        help="where GPUExecutor merges outputs (default: its own)")
     parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures")
     parser.add_argument("--inflate", default="auto", choices=inflate.CHOICES,
                         help="library inflating zlib baskets in every executor's workers "
@@ -190,6 +194,7 @@ def main(argv=None) -> int:
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share,
+               "merge_on": args.merge_on or GPUExecutor.merge_on,
                "inflate": inflate.resolve(args.inflate), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())

@@ -299,6 +299,8 @@ def test_copies_share_the_report_and_settings():
     assert copy.treereduction == 5 and copy.cluster_spec() == ex.cluster_spec()
     with pytest.raises(ValueError):
         GPUExecutor(treereduction=1)
+    with pytest.raises(ValueError, match="merge_on"):
+        GPUExecutor(merge_on="scheduler")
 
 
 # ------------------------------------------------------------------- on a cluster
@@ -427,12 +429,37 @@ def square(x):
     return {"sum": x * x, "items": 1}
 
 
-def test_generic_items_tree_reduction_and_status_0(executor):
-    ex = executor.copy(treereduction=3)
-    out, status = ex(list(range(50)), square, {"sum": 0, "items": 0})
+@pytest.mark.parametrize("merge_on", ["client", "cluster"])
+def test_generic_items_merged_in_the_client_or_a_tree_and_status_0(executor, merge_on):
+    from gpuexec import executor as executor_module
+
+    merge_tasks = []
+    real = executor_module._Loop._submit_merges
+
+    def counted(self, groups, level):
+        merge_tasks.extend(groups)
+        return real(self, groups, level)
+
+    ex = executor.copy(treereduction=3, merge_on=merge_on)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(executor_module._Loop, "_submit_merges", counted)
+        out, status = ex(list(range(50)), square, {"sum": 0, "items": 0})
     assert status == 0 and out == {"sum": sum(x * x for x in range(50)), "items": 50}
     assert ex.report.processing.stage == "items" and ex.report.processing.processed == 50
+    # the client adds the outputs up itself; the tree merges 3 at a time on the cluster
+    assert (len(merge_tasks) == 0) if merge_on == "client" else (len(merge_tasks) >= 50 // 3)
     assert GPUExecutor(**EMBEDDED)([], square, "untouched") == ("untouched", 0)
+
+
+def square_or_text(x):
+    return {"sum": "text" if x == 7 else x * x}
+
+
+def test_outputs_the_client_cannot_add_name_their_chunks(executor):
+    ex = executor.copy(merge_on="client")
+    with pytest.raises(ChunkError, match=r"merging the outputs of \d+ chunk\(s\) failed") as caught:
+        ex(list(range(12)), square_or_text, None)
+    assert "TypeError" in str(caught.value)
 
 
 def test_progress_bar_shows_chunks_per_pool(executor, capsys):

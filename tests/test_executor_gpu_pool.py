@@ -268,10 +268,12 @@ def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     assert not any(r.startswith("above crossover, earlier finish") for r in reasons), reasons
 
 
-def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference):
-    # its own cluster: the test kills the GPU worker and its nanny
+@pytest.mark.parametrize("merge_on", ["client", "cluster"])
+def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference, merge_on):
+    # its own cluster: the test kills the GPU worker and its nanny. Its outputs are
+    # fetched into the client (merge_on="client") or moved to CPU workers ("cluster")
     ex = GPUExecutor(**dict(GPU_POOL, dashboard_address="127.0.0.1:0", window=4.0,
-                            gpu_merge=1, probe=20))
+                            gpu_merge=1, probe=20, merge_on=merge_on))
     with contextlib.redirect_stdout(io.StringIO()):
         client = shared_client(ex.cluster_spec())
     try:
