@@ -1264,6 +1264,8 @@ class _Loop:
         total.doubled.extend(part.doubled)
         total.skipped.extend(part.skipped)
         total.runs.extend(part.runs)
+        if self.progress is not None:
+            self.progress.merges(done=1)
         if part.value is None:
             return
         try:
@@ -1288,6 +1290,8 @@ class _Loop:
             self.fetcher = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="gpuexec-fetch")
         key = sub.future.key
         self.fetching[key] = sub
+        if self.progress is not None:  # the merges bar counts the outputs added up here
+            self.progress.merges(submitted=1)
         fetch = self.fetcher.submit(sub.future.result)
         fetch.add_done_callback(lambda f: self.completed.put(_Fetched(key, f)))
 

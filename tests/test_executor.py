@@ -468,6 +468,8 @@ def test_progress_bar_shows_chunks_per_pool(executor, capsys):
     assert out["items"] == 30
     shown = capsys.readouterr().out
     assert "Processing (cpu)" in shown and "30/30" in shown and "Merging" in shown
+    # merged in the client: the merges bar counts the 30 outputs added up there
+    assert any("Merging" in line and "30/30" in line for line in shown.splitlines())
 
 
 @pytest.fixture(scope="module")
