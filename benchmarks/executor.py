@@ -237,7 +237,7 @@ def main(argv=None) -> int:
                     call = ex.report.processing
                     entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
                                   "timing": call.timing(), "merged_tasks": len(call.merges),
-                                  "fallbacks": len(call.fallbacks)})
+                                  "fallbacks": len(call.fallbacks), "phases": call.phases})
                     if name == "placement" and ex.placement is not None:
                         entry["placement"] = ex.placement.summary()
                         entry["decisions"] = ex.placement.decisions()

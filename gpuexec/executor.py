@@ -959,6 +959,7 @@ class GPUExecutor(ExecutorBase):
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
                      inflate=self.inflate)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict)
+        loop.started = started
         progress = None
         if self.status:
             from gpuexec.scheduler.progress import WindowProgress
@@ -972,6 +973,7 @@ class GPUExecutor(ExecutorBase):
             loop.progress = progress
             try:
                 result: _Partial = loop.run()
+                loop.mark("merged")
                 if progress is not None:
                     progress.merges(done=loop.merges_submitted)
             finally:
@@ -1067,6 +1069,7 @@ class GPUExecutor(ExecutorBase):
                             for item in items),
             fallbacks=loop.fallbacks,
             merges=loop.merge_notes,
+            phases=dict(loop.phases),
             placement=(None if policy is None else
                        {"decisions": policy.decisions(), "summary": policy.summary()}),
         )
@@ -1122,12 +1125,19 @@ class _Loop:
         self.missing_since: dict[str, float] = {}
         self.progress = None
         self._tasks = 0
+        self.started = time.perf_counter()  # the call's start (set by the executor)
+        self.phases: dict[str, float] = {}  # CallReport.phases
         # completed watched futures, put by their done callbacks (O(1) per completion; a
         # wait over every future in flight per completion cost the client a core share)
         self.completed: queue.SimpleQueue = queue.SimpleQueue()
         merge_pool = pools[self.cpu[0]] if self.cpu else pools[self.gpu[0]]
         self.restrict = restrict  # tasks name their pool's resources (see __call__)
         self.merge_resources = merge_pool.task_resources_dict() if restrict else None
+
+    def mark(self, phase: str, first: bool = False) -> None:
+        """Seconds since the call's start at ``phase`` (``first``: keep the first)."""
+        if not (first and phase in self.phases):
+            self.phases[phase] = time.perf_counter() - self.started
 
     # ------------------------------------------------------------------ placing
     def _choose(self, i: int) -> str | None:
@@ -1227,6 +1237,7 @@ class _Loop:
             self.in_flight[future.key] = _Submitted(group, pool, future)
             self.chunks_in_flight += len(group)
             future.add_done_callback(self.completed.put)
+        self.mark("first_submitted", first=True)
         if self.progress is not None:
             self.progress.placed(pool, sum(map(len, groups)))
 
@@ -1469,6 +1480,7 @@ class _Loop:
                 if sub is None:
                     continue
                 self.chunks_in_flight -= len(sub.indices)
+                self.mark("last_task_seen")
                 if done.status == "error":
                     self._failed(sub, done.exception())
                     continue

@@ -445,7 +445,11 @@ def test_generic_items_merged_in_the_client_or_a_tree_and_status_0(executor, mer
         mp.setattr(executor_module._Loop, "_submit_merges", counted)
         out, status = ex(list(range(50)), square, {"sum": 0, "items": 0})
     assert status == 0 and out == {"sum": sum(x * x for x in range(50)), "items": 50}
-    assert ex.report.processing.stage == "items" and ex.report.processing.processed == 50
+    call = ex.report.processing
+    assert call.stage == "items" and call.processed == 50
+    # where the call's time went: submission, the last task seen, the output merged
+    p = call.phases
+    assert 0 < p["first_submitted"] <= p["last_task_seen"] <= p["merged"] <= call.seconds
     # the client adds the outputs up itself; the tree merges 3 at a time on the cluster
     assert (len(merge_tasks) == 0) if merge_on == "client" else (len(merge_tasks) >= 50 // 3)
     assert GPUExecutor(**EMBEDDED)([], square, "untouched") == ("untouched", 0)

@@ -113,6 +113,10 @@ class CallReport:
     fallbacks: list[Fallback] = field(default_factory=list)
     merges: list[str] = field(default_factory=list)  # GPU tasks made of several chunks
     placement: dict | None = None  # {"decisions": [...], "summary": {...}}
+    # seconds from the call's start until: its first task was submitted, the client saw
+    # its last task complete, the merged output was in this process (the tail of a short
+    # call is the last two apart)
+    phases: dict = field(default_factory=dict)
 
     def timing(self) -> dict[str, dict[str, float]]:
         """Per pool: seconds of reading, host-device transfer and compute, summed over
