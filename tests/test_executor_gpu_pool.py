@@ -258,7 +258,10 @@ def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     runner(fast, chunksize=10)(fileset, SlowOnGPU(0.0, cpu_delay=0.3), treename="Events")
     fast_gpu = fast.report.processing.pools.get("gpu", 0)
     slow = executor.copy()
-    out = runner(slow, chunksize=10)(fileset, SlowOnGPU(1.0), treename="Events")
+    # 2 s per GPU chunk: the CPU pool's whole backlog stays shorter than one GPU chunk even
+    # on a loaded machine (with 1 s, two test suites at once on 2 cores made a CPU backlog
+    # long enough that a GPU slot did finish a chunk earlier, as the policy then says)
+    out = runner(slow, chunksize=10)(fileset, SlowOnGPU(2.0), treename="Events")
     assert entries(out) == 200
     slow_gpu = slow.report.processing.pools.get("gpu", 0)
     assert slow_gpu < fast_gpu, (fast_gpu, slow_gpu)
