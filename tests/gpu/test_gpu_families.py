@@ -170,7 +170,7 @@ def test_public_functions_match_awkward(group, dtype, layout, strategy, backends
             cond = ak.local_index(x, axis=-1) % 2 == 0
             condd = device(cond)
             same(lambda: ak.where(cond, x, 0), lambda: gk.where(condd, xd, 0, backend=be), be,
-                 native=layout in ("listoffset", "sliced", "regular"))
+                 native=layout in ("listoffset", "sliced", "regular", "indexed_below"))
     else:
         local = ak.local_index(x, axis=-1)
         masks = [local % 3 != 1, ak.from_regular(local % 2 == 0, axis=-1) if layout == "regular"

@@ -80,7 +80,11 @@ def _structure(layout, backend):
         start, stop = int(lists.offsets[0]), int(lists.offsets[-1])
         levels.append(("var", lists.offsets - start if start else lists.offsets))
         node = node.content[start:stop]
-    if not L.is_numbers(node):
+    if isinstance(node, C.IndexedArray) and L.is_numbers(node.content):
+        # numbers through an index (a lazy carry): gathered here, as awkward projects them
+        if node.parameter("__array__") == "categorical":
+            raise NotNative("categorical data")
+    elif not L.is_numbers(node):
         raise NotNative(f"{type(node).__name__} where numbers are expected")
     return levels, L.leaf_values(node, backend)
 

@@ -63,10 +63,15 @@ def _through_indexes(node, backend):
     index, is_option = None, False
     while node.is_indexed or node.is_option:
         if isinstance(node, (C.ByteMaskedArray, C.BitMaskedArray, C.UnmaskedArray)):
-            node = node.to_IndexedOptionArray64()
-        own = _int64(backend, node.index.data)
-        validate.indexed(own, node.content.length, option=node.is_option,
-                         name=f"{type(node).__name__} index")
+            # the index of its IndexedOptionArray form, with nplike operations: awkward's
+            # own conversion is a cuda.compute kernel on its CUDA backend (2.14), which
+            # JIT-compiles a Python callable and needs numba-cuda-mlir
+            own = nplike.where(L.option_valid(node, backend),
+                               nplike.arange(node.length, dtype=np.int64), -1)
+        else:
+            own = _int64(backend, node.index.data)
+            validate.indexed(own, node.content.length, option=node.is_option,
+                             name=f"{type(node).__name__} index")
         if index is None:
             index = own
         else:
