@@ -50,8 +50,7 @@ def main() -> int:
               "machine": {"gpu": dev.name, "arch": dev.arch, "host": platform.node(),
                           "host_cores": len(os.sched_getaffinity(0))},
               "default_strategy": default.strategy,
-              "window": {k: [vars(w) for w in (v if isinstance(v, tuple) else (v,))]
-                         for k, v in default.plan.family_per_list.items()},
+              "window": {k: [vars(w) for w in v] for k, v in default.plan.family_per_list.items()},
               "rows": []}
     rng = np.random.default_rng(3)
     print(f"# {dev.name} ({dev.arch}); filter kernel ms (device time), 70 % kept")

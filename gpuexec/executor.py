@@ -526,27 +526,35 @@ def _store_runs(event) -> None:
         _reported_runs[key] = msg["runs"]
 
 
+def _tally(total: _Partial, part: _Partial) -> None:
+    """Add ``part``'s chunk counts, doubled and skipped chunks and runs into ``total``'s (a
+    chunk counted twice is listed in ``doubled``); the values are the caller's."""
+    for index, units in part.counts.items():
+        if index in total.counts:
+            total.doubled.append(index)
+            total.counts[index] += units
+        else:
+            total.counts[index] = units
+    total.doubled.extend(part.doubled)
+    total.skipped.extend(part.skipped)
+    total.runs.extend(part.runs)
+
+
 def _merge(parts: list[_Partial], compression) -> _Partial:
-    counts, doubled, skipped, runs, outputs = {}, [], [], [], []
+    total = _Partial(None, False, {}, [], [], [])
+    outputs = []
     for part in parts:
-        for index, units in part.counts.items():
-            if index in counts:
-                doubled.append(index)
-                counts[index] += units
-            else:
-                counts[index] = units
-        doubled += part.doubled
-        skipped += part.skipped
-        runs += part.runs
+        _tally(total, part)
         if part.value is not None:
             outputs.append(part)
     if len(outputs) == 1:
-        return _Partial(outputs[0].value, outputs[0].packed, counts, doubled, skipped, runs)
+        total.value, total.packed = outputs[0].value, outputs[0].packed
+        return total
     try:
-        value, packed = _pack(accumulate(_unpack(p) for p in outputs), compression)
+        total.value, total.packed = _pack(accumulate(_unpack(p) for p in outputs), compression)
     except Exception as err:
-        raise MergeError(f"{type(err).__name__}: {err}", sorted(counts)) from err
-    return _Partial(value, packed, counts, doubled, skipped, runs)
+        raise MergeError(f"{type(err).__name__}: {err}", sorted(total.counts)) from err
+    return total
 
 
 # -------------------------------------------------------------------------- executor
@@ -958,8 +966,7 @@ class GPUExecutor(ExecutorBase):
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
                      inflate=self.inflate)
-        loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict)
-        loop.started = started
+        loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
         if self.status:
             from gpuexec.scheduler.progress import WindowProgress
@@ -1084,7 +1091,7 @@ class _Loop:
     workers hands its chunks to the CPU pool."""
 
     def __init__(self, ex: GPUExecutor, client, pools: dict, items, labels, run, task, policy,
-                 restrict: bool = True):
+                 restrict: bool = True, started: float | None = None):
         from gpuexec.scheduler.placement import pool_slots
 
         self.ex, self.client, self.pools, self.items = ex, client, pools, items
@@ -1125,7 +1132,8 @@ class _Loop:
         self.missing_since: dict[str, float] = {}
         self.progress = None
         self._tasks = 0
-        self.started = time.perf_counter()  # the call's start (set by the executor)
+        # the call's start (perf_counter), from which CallReport.phases are counted
+        self.started = time.perf_counter() if started is None else started
         self.phases: dict[str, float] = {}  # CallReport.phases
         # completed watched futures, put by their done callbacks (O(1) per completion; a
         # wait over every future in flight per completion cost the client a core share)
@@ -1266,15 +1274,7 @@ class _Loop:
         """Add a fetched output to the run's merged output (in chunk order, by
         ``_collect``), as ``_merge`` does on a worker."""
         total = self.total
-        for index, units in part.counts.items():
-            if index in total.counts:
-                total.doubled.append(index)
-                total.counts[index] += units
-            else:
-                total.counts[index] = units
-        total.doubled.extend(part.doubled)
-        total.skipped.extend(part.skipped)
-        total.runs.extend(part.runs)
+        _tally(total, part)
         if self.progress is not None:
             self.progress.merges(done=1)
         if part.value is None:
@@ -1337,17 +1337,12 @@ class _Loop:
             [f for f, _ in self.ready.values()]
 
     def _finish(self) -> _Partial:
-        if self.on_client:
-            if self.ready:
-                raise RuntimeError("gpuexec: internal error: outputs of chunks "
-                                   f"{sorted(self.ready)} wait for chunk #{self.frontier}")
-            return self.total
-        return self._finish_tree().result()
-
-    def _finish_tree(self):
         if self.ready:
             raise RuntimeError("gpuexec: internal error: outputs of chunks "
                                f"{sorted(self.ready)} wait for chunk #{self.frontier}")
+        return self.total if self.on_client else self._finish_tree().result()
+
+    def _finish_tree(self):
         work, level = self.outputs, len(self.levels)
         while len(work) > 1:
             groups = [work[i:i + self.ex.treereduction]

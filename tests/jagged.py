@@ -176,3 +176,29 @@ def random_values(rng, dtype, m, *, ties=0.2, special=0.03):
     pick = rng.random(m) < special
     x[pick] = specials[rng.integers(0, len(specials), size=int(pick.sum()))]
     return x
+
+
+# -- one fixed case per dtype and layout (the GPU family tests, test_awkward_kernels) ---------
+# list lengths: empty lists, runs of them, one list of 40
+COUNTS = np.array([3, 0, 1, 20, 2, 0, 5, 4, 17, 1, 40, 0, 0, 6, 33, 2])
+
+
+def case(dtype, layout, seed=7):
+    """(x, y): ``x`` in ``layout`` with ties, NaN, infinities, signed zeros and integer
+    extremes; ``y`` a ListOffsetArray of the same lists reversed (``x`` itself for depth3)."""
+    rng = np.random.default_rng(seed)
+    offsets = np.zeros(len(COUNTS) + 1, dtype=np.int64)
+    np.cumsum(COUNTS, out=offsets[1:])
+    raw = rng.integers(-3, 4, size=int(offsets[-1]))  # plenty of ties
+    content = raw.astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        content[[1, 7, 9, 30, 60]] = [np.nan, np.inf, -np.inf, np.nan, np.nan]
+        content[[2, 12, 70]] = [-0.0, 0.0, -0.0]
+    elif np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        content[[4, 40]] = [info.min, info.max]
+    x = build(layout, offsets, content)
+    rev = np.zeros(len(COUNTS) + 1, dtype=np.int64)
+    np.cumsum(COUNTS[::-1], out=rev[1:])
+    y = x if layout == "depth3" else build("listoffset", rev, content[::-1].copy())
+    return x, y

@@ -11,7 +11,6 @@ convert it with awkward's ``to_IndexedOptionArray64``, a cuda.compute kernel).""
 from __future__ import annotations
 
 import awkward as ak
-import numpy as np
 import pytest
 from awkward._backends.cupy import CupyBackend
 from awkward._backends.numpy import NumpyBackend
@@ -21,10 +20,7 @@ if not hasattr(CupyBackend, "_supports_cuda_compute"):  # awkward's table (2.14)
                 allow_module_level=True)
 
 import gpuexec.kernels as gk
-from jagged import LAYOUTS, build
-
-COUNTS = np.array([3, 0, 1, 20, 2, 0, 5, 4, 17, 1, 40, 0, 0, 6, 33, 2])
-
+from jagged import LAYOUTS, case
 
 def _cuda_compute_kernel(name: str) -> bool:
     """Whether awkward's CUDA backend takes kernel ``name`` from cuda.compute (its own
@@ -59,14 +55,7 @@ def _calls(x, y):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_native_calls_ask_awkward_for_no_cuda_compute_kernel(layout, monkeypatch):
-    rng = np.random.default_rng(5)
-    offsets = np.zeros(len(COUNTS) + 1, dtype=np.int64)
-    np.cumsum(COUNTS, out=offsets[1:])
-    x = ak.Array(build(layout, offsets, rng.normal(size=int(offsets[-1]))))
-    rev = np.zeros(len(COUNTS) + 1, dtype=np.int64)
-    np.cumsum(COUNTS[::-1], out=rev[1:])
-    y = x if layout == "depth3" else ak.Array(build("listoffset", rev,
-                                                    rng.normal(size=int(rev[-1]))))
+    x, y = (ak.Array(a) for a in case("float64", layout))
     asked: list[str] = []
     real = NumpyBackend.__getitem__
 

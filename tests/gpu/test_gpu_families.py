@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpuexec.kernels as gk
-from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random_values
+from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, case, jagged, random_values
 
 pytestmark = pytest.mark.gpu
 
@@ -87,29 +87,6 @@ def same(want_fn, got_fn, be, *, native=True):
     got = run(got_fn, be, native=native)
     assert_same(got, want)
     return got
-
-
-# -- data ------------------------------------------------------------------------------------
-COUNTS = np.array([3, 0, 1, 20, 2, 0, 5, 4, 17, 1, 40, 0, 0, 6, 33, 2])
-
-
-def case(dtype, layout, seed=7):
-    rng = np.random.default_rng(seed)
-    offsets = np.zeros(len(COUNTS) + 1, dtype=np.int64)
-    np.cumsum(COUNTS, out=offsets[1:])
-    raw = rng.integers(-3, 4, size=int(offsets[-1]))  # plenty of ties
-    content = raw.astype(dtype)
-    if np.dtype(dtype).kind == "f":
-        content[[1, 7, 9, 30, 60]] = [np.nan, np.inf, -np.inf, np.nan, np.nan]
-        content[[2, 12, 70]] = [-0.0, 0.0, -0.0]
-    elif np.dtype(dtype).kind in "iu":
-        info = np.iinfo(dtype)
-        content[[4, 40]] = [info.min, info.max]
-    x = build(layout, offsets, content)
-    rev = np.zeros(len(COUNTS) + 1, dtype=np.int64)
-    np.cumsum(COUNTS[::-1], out=rev[1:])
-    y = x if layout == "depth3" else build("listoffset", rev, content[::-1].copy())
-    return x, y
 
 
 @pytest.fixture(scope="module")

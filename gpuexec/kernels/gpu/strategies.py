@@ -262,18 +262,15 @@ class Plan:
     short_lists: dict = field(default_factory=dict)  # op -> mean list length threshold
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op -> role
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})  # op -> kernel
-    family_per_list: dict = field(default_factory=dict)  # family -> ListWindow(s)
+    family_per_list: dict = field(default_factory=dict)  # family -> tuple of ListWindow
 
     def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy runs ``family``'s per-list kernels on these lists
-        (a window of the family holds: ``family_per_list`` maps a family to one
-        ``ListWindow`` or a tuple of them)."""
+        (one of the family's windows holds)."""
         if not self.strategy.flatten:
             return False
-        windows = self.family_per_list.get(family, ())
-        if isinstance(windows, ListWindow):
-            windows = (windows,)
-        return any(w.holds(n_lists, n_elements, self.strategy.name) for w in windows)
+        return any(w.holds(n_lists, n_elements, self.strategy.name)
+                   for w in self.family_per_list.get(family, ()))
 
     def per_list(self, op: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy reduces these lists one per thread instead."""
@@ -357,6 +354,8 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
         windows = {}
     if family_per_list is not None:
         windows = dict(family_per_list)
+    # one window or several (the table and callers may give either): tuples from here on
+    windows = {f: (w if isinstance(w, tuple) else (w,)) for f, w in windows.items()}
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
                 longs, windows)
 
