@@ -84,6 +84,10 @@ def test_hybrid_kernel_gets_its_own_launch_bound():
     p = S.plan("sm_90").per_list_plan()
     unit = S.unit_for(p, S.OPS_BY_CONTRACT["reduce_min"])
     assert unit.defines["GK_HYBRID_MIN_BLOCKS"] == p.launch_of("hybrid", "min").min_blocks
+    # and its own block size, apart from the unit's (naive, tiled)
+    assert unit.defines["GK_HYBRID_BLOCK"] == p.launch_of("hybrid", "min").block
+    assert unit.defines["GK_BLOCK"] == p.launch_of("naive", "min").block
+    assert S.plan("sm_90", launch="hybrid:block=64").per_list_plan().launch_of("hybrid").block == 64
     assert "gk_min_float64_hybrid" in unit.kernels
     assert "vector_load_128" in unit.promises["gk_min_float64_hybrid"]
 

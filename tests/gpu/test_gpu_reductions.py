@@ -72,7 +72,8 @@ def _bound_parts(fname, x):
         return n, scale, eps
     big = ak.prod(ak.where(a > 1, a, 1), axis=-1)
     nonzero_small = ak.prod(ak.where((a < 1) & (a > 0), a, 1), axis=-1)
-    return n, (big, nonzero_small), eps
+    has_nan = ak.any(np.isnan(a), axis=-1)
+    return n, (big, nonzero_small, has_nan), eps
 
 
 def _leaf_dtype(x):
@@ -91,7 +92,7 @@ def _close(fname, got, want, n, scale, eps, tiny, fmax):
     if isinstance(want, list):
         assert isinstance(got, list) and len(got) == len(want)
         for i in range(len(want)):
-            sc = scale[i] if fname == "sum" else (scale[0][i], scale[1][i])
+            sc = scale[i] if fname == "sum" else (scale[0][i], scale[1][i], scale[2][i])
             _close(fname, got[i], want[i], n[i], sc, eps, tiny, fmax)
         return
     if got == want:
@@ -100,6 +101,12 @@ def _close(fname, got, want, n, scale, eps, tiny, fmax):
         if fname == "sum" and not scale <= fmax:  # inf - inf, or overflow in some orders
             assert math.isnan(scale) is False or math.isnan(got), (got, want)
             return
+        if fname == "prod" and not scale[2]:
+            big, small, _ = scale
+            if not big <= fmax or (small != 1 and small < tiny):
+                # no NaN in the list: inf * 0 after an overflow in awkward's order, where a
+                # partial product taken in another order may have stayed finite (or reached 0)
+                return
         assert math.isnan(got), (got, want)
         return
     if fname == "sum":
@@ -107,7 +114,7 @@ def _close(fname, got, want, n, scale, eps, tiny, fmax):
             return
         assert abs(got - want) <= n * eps * scale, (got, want, n, scale)
     else:
-        big, small = scale
+        big, small, _ = scale
         if not big <= fmax or (small != 1 and small < tiny):
             return
         assert abs(got - want) <= n * eps * abs(want), (got, want, n)
@@ -124,7 +131,7 @@ def check(fname, x, backend):
     if fname in ("sum", "prod") and dtype.kind == "f":
         assert str(got.type) == str(want.type), (got.type, want.type)
         n, scale, eps = _bound_parts(fname, x)
-        scale_l = scale.to_list() if fname == "sum" else (scale[0].to_list(), scale[1].to_list())
+        scale_l = scale.to_list() if fname == "sum" else tuple(p.to_list() for p in scale)
         _close(fname, got.to_list(), want.to_list(), n.to_list(), scale_l, eps,
                np.finfo(dtype).tiny, np.finfo(dtype).max)
     else:
@@ -150,6 +157,42 @@ def test_reduction_matches_awkward(fname, dtype, layout, strategy, gpu_backend_f
 def test_reduction_random_shapes(fname, strategy, data, gpu_backend_factory):
     x = data.draw(jagged(max_lists=60, max_len=40))
     check(fname, x, gpu_backend_factory(strategy))
+
+
+# -- the arg-reductions' empty accumulator holds the worst value of the type ----------------------
+def _worst_case_lists(dtype):
+    """Lists made of the type's extreme values and NaN at heads, in the middle and at the
+    end; short ones and long ones that cross lanes, wave-tiles and waves."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        lo, hi, nan = -np.inf, np.inf, np.nan
+    elif dt.kind == "b":
+        lo, hi, nan = False, True, None
+    else:
+        lo, hi, nan = np.iinfo(dt).min, np.iinfo(dt).max, None
+    short = [[lo], [hi], [lo, lo], [hi, hi], [lo, hi, lo], [hi, lo, hi], [hi, lo], [lo, hi]]
+    if nan is not None:
+        short += [[nan], [nan, lo], [lo, nan], [nan, hi, lo], [lo, nan, hi], [hi, nan, lo, nan]]
+    long = []
+    for n in (33, 257, 5000):
+        long += [[lo] * n, [hi] * n, [lo] * (n - 1) + [hi], [hi] * (n - 1) + [lo],
+                 [hi] + [lo] * (n - 1), [lo] + [hi] * (n - 1)]
+        if nan is not None:
+            long += [[nan] + [lo] * (n - 1), [lo] * (n // 2) + [nan] * (n - n // 2),
+                     [nan] * (n - 1) + [hi]]
+    lists = short + long + short
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in lists], out=offsets[1:])
+    content = np.array([v for x in lists for v in x], dtype=dt)
+    return ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets),
+                                                ak.contents.NumpyArray(content)))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int8", "uint8", "uint64", "bool"])
+@pytest.mark.parametrize("fname", ["argmin", "argmax", "min", "max"])
+def test_extreme_values_and_nan_in_every_position(fname, dtype, strategy, gpu_backend_factory):
+    check(fname, _worst_case_lists(dtype), gpu_backend_factory(strategy))
 
 
 # -- buffer level: misaligned content, offsets starting late, lists across tiles ----------------

@@ -186,22 +186,30 @@ ARCHES: tuple[ArchRow, ...] = (
              # most 32 registers). ncu on the H200, sum over 20M lists: 48 registers and
              # 51 % achieved occupancy at the default bound, 55 % of DRAM bandwidth
              "naive": Launch(256, 64, 8),
-             # the hybrid kernel (naive unit, its own bound): 5 blocks, <= 48 registers,
-             # no spills for any dtype (6 blocks spill for 8-bit types). H200, mixed
-             # lengths, sum: 78.5 % of copy bandwidth at 5 blocks, 76.9 % at 4
-             "hybrid": Launch(256, 64, 5)},
+             # the hybrid kernel (naive unit, its own block and bound): 12 blocks of 128,
+             # <= 40 registers, no spills; argmin/argmax 20 blocks of 64 (<= 48: at 40 the
+             # float64 kernels spill). H200, mixed lengths, float64 sum / max /
+             # count_nonzero / argmax, one run (tenth session): 82.0 / 81.5 / 81.8 / 71.2 %
+             # of copy bandwidth at 12 x 128, 79.9 / 80.7 / 80.8 / 65.8 at 10 x 128, 79.8 /
+             # 79.2 / 79.0 / 64.4 at 5 x 256 (the fifth session's choice); the next run,
+             # argmax float64 / int64: 66.9 / 69.2 at 10 x 128, 67.9 / 70.4 at 20 x 64.
+             # Smaller blocks free their slots sooner: a block ends with its slowest wave,
+             # the one whose batch held most long lists
+             "hybrid": Launch(128, 64, 12), "hybrid:argmin": Launch(64, 64, 20),
+             "hybrid:argmax": Launch(64, 64, 20)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
-            # length 5, 3x slower at mean length 108 (gpu_reduce.json)
+            # length 5, 3x slower at mean length 108 (gpu_reduce_s5_h200.json)
             {"argmin": 16, "argmax": 16, "*": 8},
-            # H200, 100M float64 in Poisson(5) lists (gpu_reduce.json): tiled sum 91.9 %,
+            # H200, 100M float64 in Poisson(5) lists (gpu_reduce_s5_h200.json): tiled sum 91.9 %,
             # prod 91.8, min 89.6, max 89.5 of copy bandwidth vs naive 87.0, 86.8, 85.5,
             # 85.8; naive for count_nonzero (89.6 vs 87.4-89.8) and argmin (75.1 vs 66.4)
             {"sum": "tiled", "prod": "tiled", "min": "tiled", "max": "tiled", "*": "naive"},
             # H200, 100M float64 in mixed lengths (90 % Poisson(3), 10 % 100..2000): the
             # hybrid kernel 76-77 % for sum/prod/min/max and 53 % for argmin/argmax vs
-            # fused 66-70 % and 38 %; count_nonzero 59 % vs fused 68 %: flat
+            # fused 66-70 % and 38 % (fifth session); count_nonzero since its float test
+            # reads the bits (tenth session): hybrid 81.8 % vs fused 67.9 %
             {"sum": "hybrid", "prod": "hybrid", "min": "hybrid", "max": "hybrid",
-             "argmin": "hybrid", "argmax": "hybrid", "*": "flat"},
+             "argmin": "hybrid", "argmax": "hybrid", "countnonzero": "hybrid", "*": "flat"},
             # H200, filter kernel ms, fused / split / naive (gpu_filter_sweep.json):
             # Poisson(5) at 2M lists 0.270 / 0.274 / 0.248, 20M lists 1.197 / 1.139 / 1.094
             # (fused wins up to 1M lists: 0.210 / 0.221 / 0.233); Poisson(2) at 20M lists
@@ -423,6 +431,7 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
     }
     if st.name == "naive":  # the hybrid kernel's own bound and tile width
         hyb = p.launch_of("hybrid", op.device)
+        defines["GK_HYBRID_BLOCK"] = hyb.block
         defines["GK_HYBRID_MIN_BLOCKS"] = hyb.min_blocks
         defines["GK_HYBRID_ITEM_BYTES"] = hyb.item_bytes
     promises: dict[str, set] = {}
