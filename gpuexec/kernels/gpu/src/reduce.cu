@@ -167,10 +167,11 @@ template <class T> struct Max : Extremum<T, true> { __device__ Max(gk_u64 b) : E
 
 // argmin/argmax: (value, absolute position); idx < 0 is "nothing yet", with the worst value
 // of the promoted type (-inf / lowest for max, +inf / highest for min). awkward takes a
-// list's first element unconditionally and then replaces only on a strict improvement, so
-// a NaN first element sticks (no value compares better than NaN) and later NaNs never win
-// (a NaN compares better than nothing). A later element equal to the worst value is never
-// taken either: harmless, because every list's head is taken and is at least as good.
+// list's first element unconditionally and then replaces only on a strict improvement.
+// Here the head is always taken and any other element only when it compares strictly
+// better; a comparison with NaN never holds, so a NaN head sticks and a later NaN is never
+// taken, not even over the empty accumulator. A later element equal to the worst value is
+// never taken either: harmless, since the list's head is taken and is at least as good.
 // fold is one compare and select per element; combine also takes r over an empty l (the
 // lanes before a list's head within a wave-tile).
 template <class P> struct worst;
