@@ -28,3 +28,12 @@ def event_time(cp, fn, reps: int = 10, warmup: int = 2, inner: int = 10) -> floa
         stop.synchronize()
         times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / inner)
     return float(np.median(times))
+
+
+def copy_bandwidth(cp, elements: int, reps: int = 10) -> float:
+    """Device copy bandwidth in bytes per second (bytes read + written) of ``elements``
+    float64, timed as ``event_time`` times kernels: the anchor of the "% of copy" columns."""
+    src = cp.random.random_sample(elements)
+    dst = cp.empty_like(src)
+    t = event_time(cp, lambda: cp.copyto(dst, src), reps=reps)
+    return 2 * src.nbytes / t

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from _gputime import event_time
+from _gputime import copy_bandwidth, event_time
 from gpu_reduce import datasets
 
 OPS = [("sum", "reduce_sum"), ("max", "reduce_max"), ("count_nonzero", "reduce_countnonzero"),
@@ -47,10 +47,7 @@ def main() -> None:
 
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    src = cp.random.random_sample(args.elements)
-    dst = cp.empty_like(src)
-    copy_bw = 2 * src.nbytes / event_time(cp, lambda: cp.copyto(dst, src))
-    del src, dst
+    copy_bw = copy_bandwidth(cp, args.elements)
     data = datasets(cp, args.elements, 7)
     device = GPUBackend().device
     print(f"{device.name} ({device.arch}), copy {copy_bw / 1e9:.0f} GB/s", flush=True)

@@ -209,6 +209,11 @@ class _Partial:
     skipped: list  # (chunk index, exception text)
     runs: list  # (chunk indices of the task, worker, units, seconds, read s, transfer s)
 
+    @classmethod
+    def empty(cls, skipped=()) -> "_Partial":
+        """No output and no chunk counted (``skipped``: (chunk index, why) pairs)."""
+        return cls(None, False, {}, [], list(skipped), [])
+
 
 def _pack(value, compression):
     if value is None or compression is None:
@@ -439,16 +444,15 @@ class _Task:
             with gk.using(self.backends[pool]):
                 out = self._call(item, pool, timings)
         except _Skip as skip:
-            return _Partial(None, False, {}, [], [(i, str(skip)) for i in indices], [])
+            return _Partial.empty((i, str(skip)) for i in indices)
         except Exception as err:
             raise ChunkError(f"{describe_item(item)} failed on worker {_worker_name()} "
                              f"({pool} pool): {type(err).__name__}: {err}{_origin(err)}",
                              _chain(err)) from err
         seconds = time.perf_counter() - start
         if out is None:  # the function swallowed its error (e.g. coffea's own skip)
-            return _Partial(None, False, {}, [], [(i, "no output (the work function returned "
-                                                   "None; its warning is in the worker log)")
-                                                  for i in indices], [])
+            return _Partial.empty((i, "no output (the work function returned None; its "
+                                      "warning is in the worker log)") for i in indices)
         # the worker's imports and first task are behind it: what is alive now lives as
         # long as the process (scheduler/heap.py: full collections 100 ms -> 0.3 ms)
         freeze_once()
@@ -541,7 +545,7 @@ def _tally(total: _Partial, part: _Partial) -> None:
 
 
 def _merge(parts: list[_Partial], compression) -> _Partial:
-    total = _Partial(None, False, {}, [], [], [])
+    total = _Partial.empty()
     outputs = []
     for part in parts:
         _tally(total, part)
@@ -1121,7 +1125,7 @@ class _Loop:
         self.on_client = ex.merge_on == "client"
         self.fetching: dict = {}
         self.fetcher = None
-        self.total = _Partial(None, False, {}, [], [], [])
+        self.total = _Partial.empty()
         self.owned = False  # whether self.total.value may be added into in place
         self.pool_of: dict[int, str] = {}
         self.task_of: dict[int, int] = {}

@@ -183,9 +183,7 @@ def _worst_case_lists(dtype):
     lists = short + long + short
     offsets = np.zeros(len(lists) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in lists], out=offsets[1:])
-    content = np.array([v for x in lists for v in x], dtype=dt)
-    return ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets),
-                                                ak.contents.NumpyArray(content)))
+    return build("listoffset", offsets, np.array([v for x in lists for v in x], dtype=dt))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

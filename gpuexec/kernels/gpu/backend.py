@@ -288,10 +288,8 @@ class GPUBackend(Backend):
         # the per-list kernels for short lists and, where the table says so, long ones
         # (strategies.py): kernels of the naive unit, launched one thread per list
         per_list_plan = self.plan.per_list_plan()
-        # (the hybrid kernel has a block size of its own, the others the unit's)
-        per_list_blocks = {role: per_list_plan.launch_of(role if role == "hybrid" else "naive",
-                                                          op.device).block
-                           for role in S.PER_LIST_KERNELS}
+        per_list_block = per_list_plan.launch_of("naive", op.device).block
+        hybrid_block = per_list_plan.launch_of("hybrid", op.device).block  # its own size
 
         def max_waves(fn):
             """Waves that are resident at once (the persistent grid)."""
@@ -339,7 +337,7 @@ class GPUBackend(Backend):
             if per_list_role is not None:
                 per_list_name = f"gk_{op.device}_{dt}_{per_list_role}"
                 fn = self._functions(op, per_list_plan)[per_list_name]
-                block = per_list_blocks[per_list_role]
+                block = hybrid_block if per_list_role == "hybrid" else per_list_block
                 self._launch(per_list_name, fn, -(-n // block), block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
                               c_ident, c_out))
