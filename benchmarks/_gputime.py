@@ -37,3 +37,28 @@ def copy_bandwidth(cp, elements: int, reps: int = 10) -> float:
     dst = cp.empty_like(src)
     t = event_time(cp, lambda: cp.copyto(dst, src), reps=reps)
     return 2 * src.nbytes / t
+
+
+def interleaved_time(cp, fns: dict, reps: int = 10, warmup: int = 2, inner: int = 10) -> dict:
+    """``event_time`` of several calls measured in turns: each of ``reps`` rounds times one
+    batch of every call, starting one place later each round, and each call's median batch
+    is its time. The variants of one comparison then see the same clocks and neighbours; one
+    after the other, the first one timed was up to 3 points of copy bandwidth slower than the
+    same kernel timed later in the run (H200, tenth session)."""
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    cp.cuda.runtime.deviceSynchronize()
+    times = {name: [] for name in names}
+    for r in range(reps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[name]
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            for _ in range(inner):
+                fn()
+            stop.record()
+            stop.synchronize()
+            times[name].append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / inner)
+    return {name: float(np.median(t)) for name, t in times.items()}

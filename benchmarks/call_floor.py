@@ -59,11 +59,48 @@ def stages_us(x, backend, calls):
         "NumpyArray(out)": lambda: ak.contents.NumpyArray(out, backend=ak_backend),
         "wrap (ak.Array)": lambda: common.wrap(node, x),
     }
+    if backend.name == "cuda":
+        steps.update(_launch_parts(backend, kernel, offsets, values))
     noop = lambda: None  # noqa: E731
     for fn in steps.values():
         for _ in range(50):
             fn()
     return {name: median_us(fn, calls, noop) for name, fn in steps.items()}
+
+
+def _launch_parts(backend, kernel, offsets, values):
+    """The kernel call's parts on a CUDA device, each alone: the output from CuPy's pool,
+    the current stream, building the launch's ctypes arguments, our binding's launch and
+    cuda-python's ``cuLaunchKernel`` on prepared parameters. The launch replayed is the
+    one the kernel call made (captured at the runtime layer)."""
+    import ctypes
+
+    import cupy as cp
+    from cuda.bindings import driver
+
+    runtime = backend.runtime
+    seen = []
+
+    def capture(fn, grid, block, args, stream=0, shared=0):
+        seen.append((fn, grid, block, args, stream, shared))
+
+    runtime.launch = capture
+    try:
+        out = kernel(offsets, values)  # the replays write here: kept alive by them
+    finally:
+        del runtime.launch
+    fn, grid, block, args, stream, shared = seen[-1]
+    params = (ctypes.c_void_p * len(args))(*map(ctypes.addressof, args))
+    n = offsets.shape[0] - 1
+    launch = runtime.bindings.launch
+    return {
+        "  output (alloc)": lambda: backend.alloc(n, values.dtype, "x"),
+        "  current stream": lambda: cp.cuda.get_current_stream().ptr,
+        "  ctypes arguments": lambda: tuple(type(a)(a.value) for a in args),
+        "  binding launch": lambda out=out: launch(fn, grid, block, shared, stream, args),
+        "  cuLaunchKernel": lambda out=out: driver.cuLaunchKernel(
+            fn, grid, 1, 1, block, 1, 1, shared, stream, ctypes.addressof(params), 0),
+    }
 
 
 def main():

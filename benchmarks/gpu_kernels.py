@@ -87,8 +87,9 @@ POISSON_ONLY = {"combinations2", "combinations3"}
 
 # -- data ------------------------------------------------------------------------------------
 def lengths(rng, n_elements: int, dist: str) -> np.ndarray:
-    if dist == "poisson5":
-        return rng.poisson(5.0, max(n_elements // 5, 1))
+    if dist.startswith("poisson"):  # "poisson5", "poisson2", ...: Poisson(k) lengths
+        mean = float(dist[len("poisson"):])
+        return rng.poisson(mean, max(int(n_elements / mean), 1))
     mean = 0.9 * 3 + 0.1 * (100 + 2000) / 2
     n = max(int(n_elements / mean), 1)
     long = rng.random(n) < 0.1

@@ -126,24 +126,31 @@ def test_family_per_list_window():
 
 
 def test_small_inputs_run_the_per_list_kernels_where_the_h200_measured_them_faster():
-    """Few short lists: sort under both flattened strategies, local_index, the filter
-    and combinations under split (its partition pass) run one thread per list; many
-    lists, or long ones, keep the flattened passes (tables of the sm_ row)."""
+    """Few or mid-sized inputs of short lists: sort under both flattened strategies,
+    local_index below a size, the filter and combinations under split (its partition
+    pass) run one thread per list; more lists, or long ones, keep the flattened passes
+    (the sm_ row's windows, from gpu_family_sweep.json)."""
     fused, split = S.plan("sm_90", strategy="fused"), S.plan("sm_90", strategy="split")
-    small, big, long_lists = (24_400, 122_000), (200_000, 1_000_000), (9_285, 1_000_000)
+    small, mid = (24_400, 122_000), (400_000, 2_000_000)
+    many, long_lists = (800_000, 4_000_000), (9_285, 1_000_000)  # mean length 5, 108
     for p in (fused, split):
-        assert p.family_runs_per_list("sort", *small)
-        assert p.family_runs_per_list("local_index", *small)
-        assert not p.family_runs_per_list("sort", *big)
-        assert not p.family_runs_per_list("sort", *long_lists)   # mean length 108
+        assert p.family_runs_per_list("sort", *small) and p.family_runs_per_list("sort", *mid)
+        assert not p.family_runs_per_list("sort", *many)
+        assert not p.family_runs_per_list("sort", *long_lists)
+        # local_index by size alone: naive below 6M elements, split's below 12M
+        assert p.family_runs_per_list("local_index", *many)
+        assert p.family_runs_per_list("local_index", *long_lists)
+        assert not p.family_runs_per_list("local_index", 3_200_000, 16_000_000)
+    assert split.family_runs_per_list("local_index", 1_600_000, 8_000_000)
+    assert not fused.family_runs_per_list("local_index", 1_600_000, 8_000_000)
     for family in ("filter", "combinations"):
         assert split.family_runs_per_list(family, *small)
         assert not fused.family_runs_per_list(family, *small)
-        assert not split.family_runs_per_list(family, *big)
-    # split's local_index below 2M elements, whatever the lengths
-    assert split.family_runs_per_list("local_index", *long_lists)
-    assert split.family_runs_per_list("local_index", *big)
-    assert not fused.family_runs_per_list("local_index", *big)
-    assert not split.family_runs_per_list("local_index", 400_000, 2_000_000)
+    assert not split.family_runs_per_list("filter", 200_000, 1_000_000)
+    # combinations' mean is of tuples: pairs of Poisson(5) 12.5 per list, triplets 20.8
+    assert split.family_runs_per_list("combinations", 200_000, 2_500_000)
+    assert not split.family_runs_per_list("combinations", 200_000, 4_160_000)
+    assert split.family_runs_per_list("combinations", 100_000, 2_080_000)
+    assert not split.family_runs_per_list("combinations", *many)
     assert not S.plan("sm_90", strategy="naive").family_runs_per_list("sort", *small)
     assert not S.plan("sm_90", short_lists=0).family_runs_per_list("sort", *small)

@@ -167,7 +167,7 @@ PER_LIST_KERNELS = ("naive", "tiled", "hybrid")
 LONG_LIST_KERNELS = ("flat", "hybrid")
 
 
-#: "few lists" of the families' small-input windows in the table (2**16, see the sm_ row)
+#: the unit of the families' list-count windows in the table (2**16, see the sm_ row)
 SMALL_LISTS = 65_536
 
 # The table. First matching row wins.
@@ -215,23 +215,31 @@ ARCHES: tuple[ArchRow, ...] = (
             # (fused wins up to 1M lists: 0.210 / 0.221 / 0.233); Poisson(2) at 20M lists
             # 0.617 / 0.576 / 0.701 and Poisson(10) 2.112 / 2.063 / 2.408: the per-list
             # kernel wins only on many lists of about five (an earlier run agreed).
-            # Small inputs (few short lists: the GPU is not filled, so launches and host gaps
-            # between them are the time): H200, device time of the family's launches in ms at
-            # 400 / 24.4k / 200k Poisson(5) lists (gpu_kernels.json, ninth session), naive vs
-            # fused / split: sort 0.081 / 0.086 / 0.162 vs 0.117 / 0.113 / 0.118 and 0.137 /
-            # 0.162 / 0.136; local_index 0.058 / 0.057 / 0.070 vs split 0.077 / 0.102 / 0.078
-            # (and at 1M mixed elements 0.095 vs 0.128); combinations(2) split 0.114 / 0.113
-            # vs 0.098 / 0.093; filter split at 24.4k lists 0.204 vs 0.138. Between 24.4k
-            # and 200k lists nothing was measured: the bound is halfway, in powers of two
+            # Small and mid-sized inputs (the GPU is not filled, so launches and the host
+            # gaps between them are the time, and a flattened strategy's extra pass or host
+            # read costs more than its balance gains): H200, kernel ms of fused / split /
+            # naive timed in turns (gpu_family_sweep.json, eleventh session, on a host whose
+            # Python ran ~2x slower than the ninth session's: the bounds sit where the
+            # flattened passes win clearly). Poisson(5) at 100k / 200k / 400k / 800k lists:
+            # sort 0.224 / 0.263 / 0.168, 0.221 / 0.264 / 0.218, 0.394 / 0.427 / 0.365,
+            # 0.290 / 0.316 / 0.504. local_index (any lengths) naive up to 4M elements
+            # (Poisson(5) 0.113 vs 0.126 / 0.160), fused from 8M (0.145 vs 0.153), split
+            # from 16M (0.195 vs 0.236; 8M: 0.181 vs 0.153). combinations under split at
+            # 100k / 200k / 400k lists, n = 2: 0.215 / 0.258 / 0.260 vs naive 0.171 / 0.200
+            # / 0.344; n = 3: 0.224 / 0.263 vs 0.205 / 0.449 (the window's mean is of
+            # output tuples: 12.5 per list for pairs of Poisson(5), 20.8 for triplets).
+            # The filter's small-input window: split 0.204 vs naive 0.138 ms at 24.4k lists
+            # (ninth session), split no slower than naive from 50k lists in this sweep
             {"filter": (ListWindow(4.0, 8.0, 2_000_000),
                         ListWindow(0, 16, lists_below=SMALL_LISTS, strategies=("split",))),
-             "sort": ListWindow(0, 16, lists_below=SMALL_LISTS),
-             "local_index": (ListWindow(0, 16, lists_below=SMALL_LISTS),
-                             ListWindow(0, math.inf, elements_below=2_000_000,
+             "sort": ListWindow(0, 16, lists_below=8 * SMALL_LISTS),
+             "local_index": (ListWindow(0, math.inf, elements_below=6_000_000),
+                             ListWindow(0, math.inf, elements_below=12_000_000,
                                         strategies=("split",))),
-             # (combinations: the mean is of output tuples per list, up to 64 for n = 3)
-             "combinations": ListWindow(0, 64, lists_below=SMALL_LISTS,
-                                        strategies=("split",))}),
+             "combinations": (ListWindow(0, 64, lists_below=2 * SMALL_LISTS,
+                                         strategies=("split",)),
+                              ListWindow(0, 16, lists_below=4 * SMALL_LISTS,
+                                         strategies=("split",)))}),
 )
 
 
