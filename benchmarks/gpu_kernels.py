@@ -7,8 +7,8 @@ benchmarks/cpu_kernels.py), 1M and 100M elements (Poisson(5) list lengths; mixed
 
   kernel   the buffer-level kernel on device buffers, CUDA-event time, for the strategy
            table's default (fused on NVIDIA), split and the naive one-thread-per-list
-           kernel (the "direct port"); GB/s = bytes read + written / time, and % of the
-           device copy bandwidth measured in the same run;
+           kernel (the "direct port"), the three timed in turns; GB/s = bytes read +
+           written / time, and % of the device copy bandwidth measured in the same run;
   device   the public gk call on a device-resident ak.Array, result left on the device
            (wall time, synchronised);
   e2e      the public call on a host ak.Array with the host copy in and out
@@ -61,7 +61,7 @@ NUMBA_CUDA_MLIR = _awkward_cuda_extras()
 
 import numpy as np  # noqa: E402
 
-from _gputime import event_time  # noqa: E402
+from _gputime import event_time, interleaved_time  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -436,16 +436,18 @@ def main(argv=None) -> int:
                    "lists": d.n, "seconds": {}, "not_run": {}}
             late = time.monotonic() > deadline
             reps = 3 if d.elements >= 50_000_000 else 10
-            # kernel level, per strategy
+            # kernel level, the strategies timed in turns (interleaved_time)
             if label != "floor":
+                calls = {}
                 for s in strategies:
                     try:
-                        fn, nbytes = kern(backends[s], d.buffers(), d)
-                        sec = event_time(cp, fn, reps)
-                        row["seconds"][f"kernel_{s}"] = sec
-                        row["bytes"] = nbytes
+                        calls[s], row["bytes"] = kern(backends[s], d.buffers(), d)
+                        calls[s]()
                     except Exception as err:  # noqa: BLE001 - reported, not fatal
+                        calls.pop(s, None)
                         row["not_run"][f"kernel_{s}"] = f"{type(err).__name__}: {err}"[:300]
+                for s, sec in interleaved_time(cp, calls, reps).items():
+                    row["seconds"][f"kernel_{s}"] = sec
             # public call on device arrays (and the call floor at 1K lists)
             try:
                 da = d.dev()

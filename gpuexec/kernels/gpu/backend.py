@@ -290,6 +290,23 @@ class GPUBackend(Backend):
         per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
         hybrid_block = per_list_plan.launch_of("hybrid", op.device).block  # its own size
+        # Plan.per_list_role, decided once here so that a call only compares sizes (the
+        # call floor): below ``short_below`` elements per list the short-list kernel,
+        # above it the long-list kernel, None for the strategy's flattened passes
+        short_below = self.plan.short_list_threshold(op.device)
+        short_role = self.plan.per_list_kernel(op.device)
+        long_role = self.plan.long_list_kernel(op.device)
+        long_role = None if long_role == "flat" else long_role
+        per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
+
+        def per_list_entry(role):
+            entry = per_list_launch.get(role)
+            if entry is None:
+                name = f"gk_{op.device}_{dt}_{role}"
+                entry = per_list_launch[role] = (
+                    name, self._functions(op, per_list_plan)[name],
+                    hybrid_block if role == "hybrid" else per_list_block)
+            return entry
 
         def max_waves(fn):
             """Waves that are resident at once (the persistent grid)."""
@@ -333,11 +350,9 @@ class GPUBackend(Backend):
                              (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
                               c_ident, c_out))
                 return out
-            per_list_role = self.plan.per_list_role(op.device, n, content.shape[0])
+            per_list_role = short_role if content.shape[0] < short_below * n else long_role
             if per_list_role is not None:
-                per_list_name = f"gk_{op.device}_{dt}_{per_list_role}"
-                fn = self._functions(op, per_list_plan)[per_list_name]
-                block = hybrid_block if per_list_role == "hybrid" else per_list_block
+                per_list_name, fn, block = per_list_entry(per_list_role)
                 self._launch(per_list_name, fn, -(-n // block), block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
                               c_ident, c_out))

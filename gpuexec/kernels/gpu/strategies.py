@@ -288,12 +288,16 @@ class Plan:
         return any(w.holds(n_lists, n_elements, self.strategy.name)
                    for w in self.family_per_list.get(family, ()))
 
+    def short_list_threshold(self, op: str) -> float:
+        """The mean list length below which a flattened strategy reduces ``op`` one list
+        per thread (0: never)."""
+        return _per_op(self.short_lists, op, 0) if self.strategy.flatten else 0
+
     def per_list(self, op: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy reduces these lists one per thread instead."""
-        if not self.strategy.flatten or n_lists <= 0:
+        if n_lists <= 0:
             return False
-        below = _per_op(self.short_lists, op, 0)
-        return n_elements < below * n_lists
+        return n_elements < self.short_list_threshold(op) * n_lists
 
     def per_list_kernel(self, op: str) -> str:
         """The naive unit's kernel (role) that reduces ``op`` one list per thread."""
