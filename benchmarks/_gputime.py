@@ -12,6 +12,23 @@ from __future__ import annotations
 import numpy as np
 
 
+def awkward_cuda_extras() -> str | None:
+    """Import numba-cuda-mlir (what awkward's "cuda" argmin/argmax/prod/count_nonzero and
+    combinations need) first, in the main thread, when it is installed; its version or
+    None. On the H200 image (which has torch) awkward importing it later left torch
+    partially initialised ("partially initialized module 'torch' has no attribute
+    'library'") and every such awkward call failed; imported first it worked."""
+    try:
+        try:
+            import torch  # noqa: F401 - numba-cuda-mlir reaches it where it is installed
+        except ImportError:
+            pass
+        import numba_cuda_mlir
+    except ImportError:
+        return None
+    return getattr(numba_cuda_mlir, "__version__", "installed")
+
+
 def event_time(cp, fn, reps: int = 10, warmup: int = 2, inner: int = 10) -> float:
     """Median over ``reps`` batches of the seconds per call of ``inner`` back-to-back
     calls of ``fn`` (device time between CUDA events)."""

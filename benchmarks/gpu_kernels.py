@@ -39,29 +39,12 @@ import time
 import traceback
 from pathlib import Path
 
+from _gputime import awkward_cuda_extras, event_time, interleaved_time
 
-def _awkward_cuda_extras() -> str | None:
-    """Import numba-cuda-mlir (what awkward's "cuda" argmin/argmax/prod/count_nonzero and
-    combinations need) first, in the main thread, when it is installed; its version or
-    None. On the H200 image (which has torch) awkward importing it later left torch
-    partially initialised ("partially initialized module 'torch' has no attribute
-    'library'") and every such awkward call failed; imported first it worked."""
-    try:
-        try:
-            import torch  # noqa: F401 - numba-cuda-mlir reaches it where it is installed
-        except ImportError:
-            pass
-        import numba_cuda_mlir
-    except ImportError:
-        return None
-    return getattr(numba_cuda_mlir, "__version__", "installed")
-
-
-NUMBA_CUDA_MLIR = _awkward_cuda_extras()
+NUMBA_CUDA_MLIR = awkward_cuda_extras()
 
 import numpy as np  # noqa: E402
 
-from _gputime import event_time, interleaved_time  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:

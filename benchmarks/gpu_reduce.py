@@ -25,7 +25,10 @@ import traceback
 
 import numpy as np
 
-from _gputime import event_time, interleaved_time
+from _gputime import awkward_cuda_extras, event_time, interleaved_time
+
+# before awkward reaches it (see awkward_cuda_extras): its prod/count_nonzero/argmin/argmax
+NUMBA_CUDA_MLIR = awkward_cuda_extras()
 
 OPS = [("sum", "reduce_sum"), ("prod", "reduce_prod"), ("min", "reduce_min"),
        ("max", "reduce_max"), ("count_nonzero", "reduce_countnonzero"),
@@ -113,6 +116,7 @@ def main() -> None:
                     "compiler": default.runtime.compiler},
         "default_strategy": default.strategy,
         "elements": args.elements,
+        "numba_cuda_mlir": NUMBA_CUDA_MLIR,
     }
 
     # -- kernels, each op's variants and a device copy timed in turns (interleaved_time) ------
