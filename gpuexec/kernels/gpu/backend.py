@@ -290,13 +290,9 @@ class GPUBackend(Backend):
         per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
         hybrid_block = per_list_plan.launch_of("hybrid", op.device).block  # its own size
-        # Plan.per_list_role, decided once here so that a call only compares sizes (the
-        # call floor): below ``short_below`` elements per list the short-list kernel,
-        # above it the long-list kernel, None for the strategy's flattened passes
-        short_below = self.plan.short_list_threshold(op.device)
-        short_role = self.plan.per_list_kernel(op.device)
-        long_role = self.plan.long_list_kernel(op.device)
-        long_role = None if long_role == "flat" else long_role
+        # Plan.per_list_role's rule, taken once here so that a call only compares sizes
+        # (the call floor)
+        short_below, short_role, long_role = self.plan.per_list_rule(op.device)
         per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
 
         def per_list_entry(role):

@@ -307,16 +307,22 @@ class Plan:
         """What reduces ``op`` on lists above the short-list threshold (LONG_LIST_KERNELS)."""
         return _per_op(self.long_list_kernels, op, "flat")
 
+    def per_list_rule(self, op: str) -> tuple:
+        """``(below, short, long)``: lists shorter than ``below`` on average run the naive
+        unit's ``short`` kernel, longer ones its ``long`` kernel, or the strategy's
+        flattened passes where ``long`` is None (the reducer takes this once)."""
+        long = self.long_list_kernel(op)
+        return (self.short_list_threshold(op), self.per_list_kernel(op),
+                None if long == "flat" else long)
+
     def per_list_role(self, op: str, n_lists: int, n_elements: int) -> str | None:
         """The naive unit's kernel that reduces these lists in place of the strategy's
         flattened passes (the short-list kernel below the threshold, the long-list kernel
         above it unless that is ``flat``), or None for the flattened passes."""
         if not self.strategy.flatten or n_lists <= 0:
             return None
-        if self.per_list(op, n_lists, n_elements):
-            return self.per_list_kernel(op)
-        long = self.long_list_kernel(op)
-        return None if long == "flat" else long
+        below, short, long = self.per_list_rule(op)
+        return short if n_elements < below * n_lists else long
 
     def uses_per_list_unit(self, op: str) -> bool:
         """Whether some input of ``op`` may run a kernel of the naive unit."""
