@@ -32,19 +32,7 @@ def awkward_cuda_extras() -> str | None:
 def event_time(cp, fn, reps: int = 10, warmup: int = 2, inner: int = 10) -> float:
     """Median over ``reps`` batches of the seconds per call of ``inner`` back-to-back
     calls of ``fn`` (device time between CUDA events)."""
-    for _ in range(warmup):
-        fn()
-    cp.cuda.runtime.deviceSynchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(inner):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / inner)
-    return float(np.median(times))
+    return interleaved_time(cp, {"fn": fn}, reps, warmup, inner)["fn"]
 
 
 def copy_bandwidth(cp, elements: int, reps: int = 10) -> float:
@@ -57,7 +45,7 @@ def copy_bandwidth(cp, elements: int, reps: int = 10) -> float:
 
 
 def interleaved_time(cp, fns: dict, reps: int = 10, warmup: int = 2, inner: int = 10) -> dict:
-    """``event_time`` of several calls measured in turns: each of ``reps`` rounds times one
+    """``event_time`` of several calls measured in turns (of one call: ``event_time``): each of ``reps`` rounds times one
     batch of every call, starting one place later each round, and each call's median batch
     is its time. The variants of one comparison then see the same clocks and neighbours; one
     after the other, the first one timed was up to 3 points of copy bandwidth slower than the

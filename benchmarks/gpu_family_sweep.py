@@ -9,6 +9,10 @@ turns (``interleaved_time``). Prints a table and writes JSON.
 
     python benchmarks/gpu_family_sweep.py [--families sort,local_index] \\
         [--elements 250000,1000000,4000000] [--dists poisson5,mixed] [--out FILE]
+
+The sixth session's filter sweep (``gpu_filter_sweep.json``: Poisson(2), (5), (10) lengths,
+0.1M-20M lists) is ``--families filter --dists poisson2,poisson5,poisson10`` with the
+element counts of those lists.
 """
 
 from __future__ import annotations

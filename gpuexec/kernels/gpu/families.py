@@ -37,8 +37,8 @@ reductions: lean passes at full occupancy for 64-lane wavefronts, fewer launches
                 fused: one launch runs both (rank tiles and bitonic blocks in one grid);
                 naive: one thread per list (merge sort through global memory).
 
-Where a window of the strategy table holds (``family_per_list``: few short lists, or the
-filter's many lists of about five), the flattened strategies run the naive unit's
+Where a window of the strategy table holds (``family_per_list``: short lists below a size,
+or the filter's many lists of about five), the flattened strategies run the naive unit's
 per-list kernels instead (sort, local_index, filter, combinations).
 
 Host-side launch logic lives in ``launchers.py``; ``strategies.compile_units`` lists

@@ -30,8 +30,9 @@ Kernel families (``families.py``) may name windows of inputs on which their per-
 kernels run instead of the strategy's flattened passes (``family_per_list``: mean list
 length, list and element counts, optionally only for some strategies): the filter's
 per-list count and fill beat its flattened passes on many lists of about five elements on
-the H200, and lose on shorter, longer or fewer lists; on small inputs (a few thousand
-short lists) one launch per list beats sort's extra passes and split's partition pass.
+the H200, and lose on shorter, longer or fewer lists; below a size (up to ~500k short
+lists for sort, 6M elements for local_index) one launch per list beats sort's extra passes
+and split's partition pass.
 
 Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive``, ``GPUEXEC_GPU_LAUNCH``
 (``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``)
