@@ -194,11 +194,20 @@ def main() -> None:
               f"{r['pct_copy']:.1f}%" if "pct_copy" in r else r.get("error"))
 
     # -- through the public API (validation and wrapping included) ------------------------------
+    # every op as a physicist calls it (min/max/argmin/argmax with their default option
+    # type: the per-list kernels write its mask in their pass) and, for those, without it
     api = {}
     for dist, (offsets, content) in data.items():
         arr = ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets),
                                                    ak.contents.NumpyArray(content)))
-        api[dist] = {"gk.sum": wall_time(cp, lambda: gk.sum(arr, axis=1, backend=default))}
+        api[dist] = {}
+        for fname, _ in OPS:
+            fn = getattr(gk, fname)
+            api[dist][f"gk.{fname}"] = wall_time(cp, lambda: fn(arr, axis=1, backend=default),
+                                                 reps=11)
+            if fname in ("min", "max", "argmin", "argmax"):
+                api[dist][f"gk.{fname}(mask_identity=False)"] = wall_time(
+                    cp, lambda: fn(arr, axis=1, backend=default, mask_identity=False), reps=11)
     result["api_wall_seconds"] = api
 
     # -- awkward's own "cuda" backend ----------------------------------------------------------
@@ -305,6 +314,18 @@ def main() -> None:
                 if r["seconds"] > 1.02 * by[(dist, fname, "naive")]["seconds"]:
                     misses.append(f"{fname}/{dist}/{s}: slower than naive")
             print(line)
+    print("\npublic calls (wall ms, device-resident input and result) and x vs awkward cuda:")
+    for fname, _ in OPS:
+        line = f"{fname:<14}"
+        for dist in data:
+            t = api[dist][f"gk.{fname}"]
+            a = awk.get(f"{dist}:{fname}", {})
+            line += f"{dist:>10}{1e3 * t:>8.3f}" + (f"{a['seconds'] / t:>7.1f}x" if "seconds" in a
+                                                    else f"{'-':>8}")
+            bare = api[dist].get(f"gk.{fname}(mask_identity=False)")
+            if bare is not None:
+                line += f" (no mask {1e3 * bare:.3f})"
+        print(line)
     print("\ncall floor:", json.dumps(floor))
     print("awkward cuda not run:", {k: v["not_run"][:80] for k, v in awk.items() if "not_run" in v})
     print("agreement between strategies:", all(r.get("agrees", True) for r in rows))

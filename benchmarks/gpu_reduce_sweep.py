@@ -5,9 +5,9 @@ Each variant is a label and the keyword arguments of a ``GPUBackend`` (strategy,
 ``launch`` overrides such as ``"hybrid:block=64,min_blocks=20"``, ``short_lists``,
 ``per_list_kernel``, ``long_list_kernel``). For 100M elements in Poisson(5) lists and in
 mixed lengths (the data of gpu_reduce.py), float64 and int64, it times sum, max,
-count_nonzero and argmax under every variant (device time per call of back-to-back calls,
-benchmarks/_gputime.py) as % of the copy bandwidth measured in the same run (bytes =
-content + offsets + output), and checks each result against the first variant's.
+count_nonzero and argmax under every variant, the variants and a device copy timed in turns
+(``_gputime.interleaved_time``), as % of the copy bandwidth measured in the same run (bytes
+= content + offsets + output), and checks each result against the first variant's.
 
     python benchmarks/gpu_reduce_sweep.py '[["shipped", {}], ["hybrid 64x20",
         {"strategy": "fused", "short_lists": 1e9, "per_list_kernel": "hybrid",
@@ -22,11 +22,10 @@ import argparse
 import json
 import os
 import platform
-import time
 
 import numpy as np
 
-from _gputime import copy_bandwidth, event_time
+from _gputime import interleaved_time
 from gpu_reduce import datasets
 
 OPS = [("sum", "reduce_sum"), ("max", "reduce_max"), ("count_nonzero", "reduce_countnonzero"),
@@ -47,44 +46,55 @@ def main() -> None:
 
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    copy_bw = copy_bandwidth(cp, args.elements)
     data = datasets(cp, args.elements, 7)
-    device = GPUBackend().device
-    print(f"{device.name} ({device.arch}), copy {copy_bw / 1e9:.0f} GB/s", flush=True)
-    rows, reference = [], {}
-    for label, kwargs in variants:
-        start = time.perf_counter()
-        backend = GPUBackend(**kwargs)
-        for dist, (offsets, content) in data.items():
-            n = offsets.shape[0] - 1
-            nbytes = content.nbytes + offsets.nbytes + 8 * n
-            for dtype in DTYPES:
-                values = content if dtype == "float64" else (content * 100).astype(cp.int64)
-                for fname, contract in OPS:
+    src = cp.random.random_sample(args.elements)
+    dst = cp.empty_like(src)
+    copied = 2 * src.nbytes
+    backends = {label: GPUBackend(**kwargs) for label, kwargs in variants}
+    device = next(iter(backends.values())).device
+    print(f"{device.name} ({device.arch})", flush=True)
+    rows, copy_times = [], []
+    for dist, (offsets, content) in data.items():
+        n = offsets.shape[0] - 1
+        nbytes = content.nbytes + offsets.nbytes + 8 * n
+        for dtype in DTYPES:
+            values = content if dtype == "float64" else (content * 100).astype(cp.int64)
+            for fname, contract in OPS:
+                extra = ()
+                if fname == "max":  # the identity of empty lists
+                    extra = (-np.inf if dtype == "float64" else np.iinfo(np.int64).min,)
+                calls, results = {}, {}
+                for label, backend in backends.items():
                     kernel = backend.kernel(contract, dtype)
-                    extra = ()
-                    if fname == "max":  # the identity of empty lists
-                        extra = (-np.inf if dtype == "float64" else np.iinfo(np.int64).min,)
-                    call = lambda: kernel(offsets, values, *extra)  # noqa: E731
-                    got = cp.asnumpy(call())
-                    key = (dist, dtype, fname)
-                    agrees = None
-                    if key in reference:
-                        agrees = bool(np.allclose(got, reference[key], rtol=1e-9, equal_nan=True)
-                                      if fname == "sum" and dtype == "float64"
-                                      else np.array_equal(got, reference[key], equal_nan=True))
-                    else:
-                        reference[key] = got
-                    t = event_time(cp, call, reps=10)
+                    calls[label] = (lambda k=kernel: k(offsets, values, *extra))
+                    results[label] = cp.asnumpy(calls[label]())
+                # every variant and a device copy in turns (the device's clock drifts
+                # during a run: one after the other, the first timed reads low)
+                times = interleaved_time(cp, {"copy": lambda: cp.copyto(dst, src), **calls})
+                copy_times.append(times.pop("copy"))
+                first = next(iter(results.values()))
+                for label, t in times.items():
+                    got = results[label]
+                    agrees = bool(np.allclose(got, first, rtol=1e-9, equal_nan=True)
+                                  if fname == "sum" and dtype == "float64"
+                                  else np.array_equal(got, first, equal_nan=True))
                     rows.append({"variant": label, "dist": dist, "dtype": dtype, "op": fname,
-                                 "seconds": t, "pct_copy": 100 * nbytes / t / copy_bw,
-                                 "agrees": agrees})
-                    print(f"{label:24s} {dist:8s} {dtype:7s} {fname:13s} {t * 1e3:7.3f} ms "
-                          f"{rows[-1]['pct_copy']:5.1f} %"
-                          + ("" if agrees is None else f"  agrees {agrees}"), flush=True)
-        print(f"{label}: {time.perf_counter() - start:.1f} s", flush=True)
+                                 "seconds": t, "bytes": nbytes, "agrees": agrees,
+                                 "copy_seconds": copy_times[-1]})
+    copy_bw = copied / float(np.median(copy_times))
+    for r in rows:  # against the copy of the same rotation and against the run's median
+        r["pct_copy"] = 100 * r["bytes"] / r["seconds"] / copy_bw
+        r["pct_copy_same_turns"] = 100 * r["bytes"] / r["seconds"] / (copied / r["copy_seconds"])
+    print(f"copy {copy_bw / 1e9:.0f} GB/s (median of {len(copy_times)}; "
+          f"{copied / max(copy_times) / 1e9:.0f}-{copied / min(copy_times) / 1e9:.0f})")
+    width = max(len(label) for label in backends)
+    for r in rows:
+        print(f"{r['variant']:{width}s} {r['dist']:8s} {r['dtype']:7s} {r['op']:13s} "
+              f"{r['seconds'] * 1e3:7.3f} ms {r['pct_copy']:5.1f} % "
+              f"({r['pct_copy_same_turns']:5.1f} % of its turns' copy)"
+              + ("" if r["agrees"] else "  DISAGREES with the first variant"), flush=True)
     result = {"machine": {"gpu": device.name, "arch": device.arch, "host": platform.node()},
-              "copy_GBps": copy_bw / 1e9, "elements": args.elements, "variants": variants,
+              "copy_GBps": copy_bw / 1e9, "copy_GBps_each": [copied / t / 1e9 for t in copy_times], "elements": args.elements, "variants": variants,
               "rows": rows}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:

@@ -118,6 +118,20 @@ def test_kernel_matches_awkward(name, dtype):
     _same_bits(_run(name, dtype, offsets, content), _reference(name, dtype, offsets, content))
 
 
+@pytest.mark.parametrize("name", sorted(R.KERNELS))
+def test_with_empty_returns_the_result_and_the_empty_lists(name):
+    """The contract's ``with_empty=True``: the same result and True exactly where a list
+    is empty (sliced offsets, runs of empty lists, no lists at all)."""
+    for offsets, content in (_case("float64", seed=3), (np.zeros(1, np.int64), np.zeros(0)),
+                             (np.array([2, 2, 2, 5]), np.arange(6.0))):
+        kernel = CPU.kernel(name, "float64")
+        args = (_identity(name, "float64"),) if name in ("reduce_min", "reduce_max") else ()
+        out, empty = kernel(offsets, content, *args, with_empty=True)
+        _same_bits(out, kernel(offsets, content, *args))
+        assert empty.dtype == np.bool_
+        np.testing.assert_array_equal(empty, np.diff(offsets) == 0)
+
+
 @pytest.mark.parametrize("name", KERNELS)
 def test_no_lists_and_no_content(name):
     for offsets, content in ((np.zeros(1, np.int64), np.zeros(0)),

@@ -20,6 +20,9 @@ array of length n+1 indexing into ``content`` (it may start above 0: sliced arra
   reduce_countnonzero(offsets, content) -> int64[n]
   reduce_any(offsets, content) -> bool[n]
   reduce_all(offsets, content) -> bool[n]
+  Every reduce_* but reduce_count also takes ``with_empty=True`` and then returns
+  (out, bool[n] True where a list is empty): the option mask of ``mask_identity``, which
+  the GPU's per-list kernels write in the same pass as the result.
 
   Indexing (gpuexec/kernels/cpu/indexing.py; starts/stops int64[n] into the list
   content, index_offsets/mask_offsets int64[n+1] into index/mask, may start above 0;

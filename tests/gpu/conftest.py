@@ -47,15 +47,22 @@ def gpu_backend_factory():
     ``long_list_kernel="flat"`` turn off the table's per-list mappings (which have their
     own test), so the test arrays exercise the flattened kernels; "per-list" runs the
     tiled one-list-per-thread kernel on every input instead, "hybrid" the hybrid kernel
-    (short lists one per lane, long ones by the whole wave)."""
+    (short lists one per lane, long ones by the whole wave, each lane folding its share of a
+    long list's tiles), "hybrid-ordered" the hybrid kernel with one ordered wave reduction
+    per tile (``lane_fold=0``, what the lane-folded kernel falls back to for min/max of
+    floats at zero)."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     def make(strategy: str):
         if strategy not in _backends:
-            if strategy in ("per-list", "hybrid"):  # a naive-unit kernel on every input
+            if strategy in ("per-list", "hybrid", "hybrid-ordered"):  # a naive-unit kernel
                 kernel = "tiled" if strategy == "per-list" else "hybrid"
+                launch = None
+                if strategy == "hybrid-ordered":
+                    launch = ";".join(f"{role}:lane_fold=0" for role in
+                                      ("hybrid", "hybrid:argmin", "hybrid:argmax"))
                 _backends[strategy] = GPUBackend(strategy="fused", short_lists=float("inf"),
-                                                 per_list_kernel=kernel)
+                                                 per_list_kernel=kernel, launch=launch)
             else:  # the strategy's flattened kernels whatever the mean list length
                 _backends[strategy] = GPUBackend(strategy=strategy, short_lists=0,
                                                  long_list_kernel="flat")

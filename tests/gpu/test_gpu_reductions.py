@@ -22,7 +22,7 @@ from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random
 
 pytestmark = pytest.mark.gpu
 
-STRATEGIES = ["split", "fused", "naive", "per-list", "hybrid"]
+STRATEGIES = ["split", "fused", "naive", "per-list", "hybrid", "hybrid-ordered"]
 FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzero", "any", "all"]
 
 
@@ -191,6 +191,61 @@ def _worst_case_lists(dtype):
 @pytest.mark.parametrize("fname", ["argmin", "argmax", "min", "max"])
 def test_extreme_values_and_nan_in_every_position(fname, dtype, strategy, gpu_backend_factory):
     check(fname, _worst_case_lists(dtype), gpu_backend_factory(strategy))
+
+
+# -- signed zeros: which zero comes first decides min/max, wherever the lanes meet it ---------
+def _signed_zero_lists(dtype, sign):
+    """Long lists (lanes, wave-tiles, waves) of values on one side of zero with zeros of
+    both signs: the first zero at the head, in the middle, at the end, alone or followed
+    by zeros of the other sign in other lanes and tiles; and lists without a zero."""
+    rng = np.random.default_rng(17)
+    lists = []
+    for n in (33, 64, 129, 257, 1000, 5000):
+        for first in (0, 1, 31, n // 2, n - 1):
+            for lead in (1.0, -1.0):  # the sign of the first zero; later ones have the other
+                x = sign * (1.0 + rng.random(n))
+                later = rng.integers(first, n, size=3)
+                x[later] = np.copysign(0.0, -lead)
+                x[first] = np.copysign(0.0, lead)
+                lists.append(x)
+        lists.append(sign * (1.0 + rng.random(n)))
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in lists], out=offsets[1:])
+    return build("listoffset", offsets, np.concatenate(lists).astype(dtype))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("fname", ["min", "max", "argmin", "argmax"])
+def test_first_of_signed_zeros_wins(fname, dtype, strategy, gpu_backend_factory):
+    sign = 1.0 if fname.endswith("min") else -1.0
+    check(fname, _signed_zero_lists(dtype, sign), gpu_backend_factory(strategy))
+
+
+# -- the option mask written by the kernel ----------------------------------------------------
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("fname", [f for f in FUNCS if f != "count"])
+def test_mask_identity_and_keepdims(fname, strategy, gpu_backend_factory):
+    """mask_identity either way (the per-list kernels write the mask of empty lists in
+    their pass, the flattened strategies compare offsets) and keepdims, on short and long
+    lists and offsets that start late."""
+    be = gpu_backend_factory(strategy)
+    for kind, seed in CASES:
+        x = make_case("float64", "listoffset", kind, seed)
+        x = x[1:]  # offsets from the second list on
+        xd = ak.to_backend(x, "cuda")
+        for mask_identity in (False, True):
+            for keepdims in (False, True):
+                kw = {"mask_identity": mask_identity, "keepdims": keepdims}
+                got = getattr(gk, fname)(xd, axis=-1, backend=be, **kw)
+                want = getattr(ak, fname)(x, axis=-1, **kw)
+                got = ak.to_backend(got, "cpu")
+                if fname in ("sum", "prod"):
+                    assert str(got.type) == str(want.type), (got.type, want.type)
+                    np.testing.assert_array_equal(ak.is_none(got, axis=-1),
+                                                  ak.is_none(want, axis=-1))
+                else:
+                    assert_same(got, want)
 
 
 # -- buffer level: misaligned content, offsets starting late, lists across tiles ----------------

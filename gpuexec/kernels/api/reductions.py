@@ -116,11 +116,14 @@ def _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel, beh
             # the common call (one level of lists of numbers): straight to the kernel, a
             # few us less of Python on every call (the GPU call floor)
             offsets, values, ak_backend = plain
+            empty = None
             if fname == "count":
                 out = backend.kernel("reduce_count")(offsets)
+            elif mask_identity:
+                out, empty = _segmented(fname, offsets, values, initial, backend, True)
             else:
                 out = _segmented(fname, offsets, values, initial, backend)
-            out = _lists_result(out, offsets, keepdims, mask_identity, ak_backend)
+            out = _lists_result(out, offsets, keepdims, mask_identity, ak_backend, empty)
             return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
     _check_native(layout)
     mindepth, depth = layout.minmax_depth
@@ -202,25 +205,30 @@ def _check_native(node) -> None:
 # -- innermost axis --------------------------------------------------------------------------
 def _reduce_lists(fname, node, keepdims, mask_identity, initial, backend):
     list_offsets, content = L.list_offsets(node, backend)
+    empty = None
     if fname == "count":  # reads no values unless Nones must be skipped
         offsets = (L.skip_missing(list_offsets, content, backend)[0] if content.is_option
                    else list_offsets)
         out = backend.kernel("reduce_count")(offsets)
     else:
         offsets, values, positions = L.skip_missing(list_offsets, content, backend)
-        out = _segmented(fname, offsets, values, initial, backend)
+        out = _segmented(fname, offsets, values, initial, backend, mask_identity)
+        if mask_identity:
+            out, empty = out
         if positions is not None and fname in ("argmin", "argmax"):
             out = _slot_positions(out, offsets, positions, list_offsets, backend.nplike)
-    return _lists_result(out, offsets, keepdims, mask_identity)
+    return _lists_result(out, offsets, keepdims, mask_identity, empty=empty)
 
 
-def _lists_result(out, offsets, keepdims, mask_identity, ak_backend=None):
+def _lists_result(out, offsets, keepdims, mask_identity, ak_backend=None, empty=None):
     """The node that replaces a list node: one value per list (``out``), masked where a
-    list is empty for ``mask_identity``, in lists of one for ``keepdims``. Passing
-    ``ak_backend`` spares awkward looking it up from the buffer."""
+    list is empty for ``mask_identity`` (``empty``, when the kernel wrote it), in lists of
+    one for ``keepdims``. Passing ``ak_backend`` spares awkward looking it up from the
+    buffer."""
     result = C.NumpyArray(out, backend=ak_backend)
     if mask_identity:
-        empty = offsets[1:] == offsets[:-1]
+        if empty is None:
+            empty = offsets[1:] == offsets[:-1]
         result = C.ByteMaskedArray(ak.index.Index8(empty.view(np.int8)), result,
                                    valid_when=False)
     if keepdims:
@@ -238,22 +246,26 @@ def _slot_positions(local, present_offsets, positions, offsets, nplike):
     return nplike.where(found, positions[kept] - offsets[:-1], -1)
 
 
-def _segmented(fname, offsets, values, initial, backend):
-    """One kernel launch over all lists of ``values``."""
+def _segmented(fname, offsets, values, initial, backend, with_empty=False):
+    """One kernel launch over all lists of ``values``; with ``with_empty`` also the mask
+    of empty lists, as (result, empty)."""
     dtype = values.dtype
     is_bool = dtype == np.bool_
+    args = (offsets, values)
     if fname in ("sum", "prod"):
         name = f"reduce_{fname}_bool" if is_bool else f"reduce_{fname}"
-        return backend.kernel(name, dtype)(offsets, values)
-    if fname in ("min", "max"):
+    elif fname in ("min", "max"):
         if is_bool:  # awkward: min = all, max = any; ``initial`` is not used for bools
             name = "reduce_all" if fname == "min" else "reduce_any"
-            return backend.kernel(name, dtype)(offsets, values)
-        identity = _kernel_identity(fname, dtype, initial)
-        return backend.kernel(f"reduce_{fname}", dtype)(offsets, values, identity)
-    if fname == "count_nonzero":
-        return backend.kernel("reduce_countnonzero", dtype)(offsets, values)
-    return backend.kernel(f"reduce_{fname}", dtype)(offsets, values)
+        else:
+            name = f"reduce_{fname}"
+            args += (_kernel_identity(fname, dtype, initial),)
+    elif fname == "count_nonzero":
+        name = "reduce_countnonzero"
+    else:
+        name = f"reduce_{fname}"
+    kernel = backend.kernel(name, dtype)
+    return kernel(*args, with_empty=True) if with_empty else kernel(*args)
 
 
 def _default_identity(fname, dtype):

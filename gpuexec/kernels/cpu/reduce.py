@@ -600,8 +600,23 @@ KERNELS = {
 }
 
 
+def _with_empty(fn):
+    """The contract's ``with_empty=True``: (result, True where a list is empty)."""
+    def kernel(offsets, *args, with_empty=False):
+        out = fn(offsets, *args)
+        if not with_empty:
+            return out
+        offsets = np.asarray(offsets)
+        return out, offsets[1:] == offsets[:-1]
+
+    kernel.__name__ = kernel.__qualname__ = fn.__name__
+    kernel.__doc__ = fn.__doc__
+    return kernel
+
+
 def register(backend) -> None:
     for name, fn in KERNELS.items():
+        kernel = _with_empty(fn)
         for dt in ALL_DTYPES:
-            backend.register(name, (dt,), fn)
+            backend.register(name, (dt,), kernel)
     backend.register("reduce_count", (), reduce_count)

@@ -32,6 +32,7 @@ _INT64 = np.dtype(np.int64)
 # every launch (the driver reads the values at the launch)
 _ZERO_LL = ctypes.c_longlong(0)
 _ZERO_ULL = ctypes.c_ulonglong(0)
+_NULL = ctypes.c_void_p(0)
 
 
 def _out_dtype(op: S.Op, dtype: np.dtype) -> np.dtype:
@@ -313,14 +314,14 @@ class GPUBackend(Backend):
 
         has_identity = op.device in ("min", "max")  # _identity_bits is 0 for the others
 
-        def reduce(offsets, content, identity=None):
+        def reduce(offsets, content, identity=None, with_empty=False):
             cp = self._cp
             offsets = self.int64(offsets)
             content = self.asarray(content)
             n = offsets.shape[0] - 1
             out = self.alloc(n, out_dtype, names[role])
             if n <= 0:
-                return out
+                return (out, self.alloc(0, np.bool_, names[role])) if with_empty else out
             if content.dtype != dtype:
                 content = content.astype(dtype)
             if not content.flags.c_contiguous:
@@ -341,18 +342,24 @@ class GPUBackend(Backend):
             c_ident = (ctypes.c_ulonglong(_identity_bits(identity, dtype, op)) if has_identity
                        else _ZERO_ULL)
             c_out = ctypes.c_void_p(out.data.ptr)
+            per_list_role = short_role if content.shape[0] < short_below * n else long_role
+            # with_empty: also the option mask of mask_identity (True where a list is
+            # empty), written by the per-list kernels in the same pass
+            empty, c_empty = None, _NULL
+            if with_empty and (st.name == "naive" or per_list_role is not None):
+                empty = self.alloc(n, np.bool_, names[role])
+                c_empty = ctypes.c_void_p(empty.data.ptr)
             if st.name == "naive":
                 self._launch(names["naive"], funcs[names["naive"]], -(-n // cfg.block), cfg.block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
-                              c_ident, c_out))
-                return out
-            per_list_role = short_role if content.shape[0] < short_below * n else long_role
+                              c_ident, c_out, c_empty))
+                return (out, empty) if with_empty else out
             if per_list_role is not None:
                 per_list_name, fn, block = per_list_entry(per_list_role)
                 self._launch(per_list_name, fn, -(-n // block), block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
-                              c_ident, c_out))
-                return out
+                              c_ident, c_out, c_empty))
+                return (out, empty) if with_empty else out
             fn = funcs[names[role]]
             R = min(ntiles, max_waves(fn))     # waves, each walking a range of tiles
             c_R = ctypes.c_longlong(R)
@@ -360,7 +367,7 @@ class GPUBackend(Backend):
             if st.name == "fused":
                 self._launch(names["fused"], fn, grid, cfg.block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, c_R, c_ident, c_out))
-                return out
+                return (out, offsets[1:] == offsets[:-1]) if with_empty else out
             # split: partition pass, reduce pass, fixup pass (every kernel of a unit runs with
             # the block size it was compiled for)
             scratch = self.alloc(R * (16 + 2 * _ACC_BYTES), np.uint8, names["split"])
@@ -378,7 +385,8 @@ class GPUBackend(Backend):
             self._launch(names["fixup"], funcs[names["fixup"]], -(-R // cfg.block), cfg.block,
                          (c_off, c_n, c_shift, c_ntiles, c_R, c_E, c_ident, c_lead, c_tail,
                           c_tlist, c_out))
-            return out
+            # the flattened passes do not write the mask: one comparison pass
+            return (out, offsets[1:] == offsets[:-1]) if with_empty else out
 
         reduce.__name__ = f"{op.contract}_{dt}"
         return reduce

@@ -99,12 +99,17 @@ class Launch:
     min_blocks: int = 2       # CUDA launch bound: resident blocks per SM the registers allow
     blocks_per_cu: int = 0    # persistent grid = blocks_per_cu * CU count (0: as many as fit)
     prefetch_tiles: int = 1   # wave-tiles of content asked into L2 ahead (1: none)
+    # hybrid: a wave streaming a long list keeps one accumulator per lane across its tiles
+    # and merges the lanes once (0: an ordered wave reduction per tile)
+    lane_fold: int = 1
 
     def __post_init__(self):
         if self.block % 64 or not 64 <= self.block <= 1024:
             raise ValueError(f"block size must be a multiple of 64 in [64, 1024], got {self.block}")
         if self.item_bytes not in (16, 32, 64, 128):
             raise ValueError(f"item_bytes must be 16, 32, 64 or 128, got {self.item_bytes}")
+        if self.lane_fold not in (0, 1):
+            raise ValueError(f"lane_fold must be 0 or 1, got {self.lane_fold}")
 
 
 @dataclass(frozen=True)
@@ -196,8 +201,11 @@ ARCHES: tuple[ArchRow, ...] = (
              # argmax float64 / int64: 66.9 / 69.2 at 10 x 128, 67.9 / 70.4 at 20 x 64.
              # Smaller blocks free their slots sooner: a block ends with its slowest wave,
              # the one whose batch held most long lists
-             "hybrid": Launch(128, 64, 12), "hybrid:argmin": Launch(64, 64, 20),
-             "hybrid:argmax": Launch(64, 64, 20)},
+             # Lanes fold a long list across its tiles (lane_fold, twelfth session): the
+             # arg-reductions' merge needs 56 registers (18 x 64; at 20 x 64 the 32-bit
+             # kernels spill 4 bytes)
+             "hybrid": Launch(128, 64, 12), "hybrid:argmin": Launch(64, 64, 18),
+             "hybrid:argmax": Launch(64, 64, 18)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
             # length 5, 3x slower at mean length 108 (gpu_reduce_s5_h200.json)
             {"argmin": 16, "argmax": 16, "*": 8},
@@ -453,6 +461,7 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_BLOCK"] = hyb.block
         defines["GK_HYBRID_MIN_BLOCKS"] = hyb.min_blocks
         defines["GK_HYBRID_ITEM_BYTES"] = hyb.item_bytes
+        defines["GK_HYBRID_LANE_FOLD"] = hyb.lane_fold
     promises: dict[str, set] = {}
     kernels: list[str] = []
     for role, names in kernel_names(op, st).items():

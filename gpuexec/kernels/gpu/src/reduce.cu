@@ -78,6 +78,10 @@ template <class T> struct arith {
 // Operations. leaf(x, pos, head): the accumulator of one element at absolute position pos
 // (head: pos is the first element of its list); combine(l, r): l holds earlier elements;
 // fold(a, x, pos, head) == combine(a, leaf(x, pos, head)) (argmin/argmax fold directly).
+// merge(l, r): combine of two accumulators whose elements interleave (lanes that each folded
+// every W-th stretch of a list); redo(a): whether such a merged result may differ from the
+// ordered one and the list must be reduced again in order (only min/max of floats: equal
+// zeros of either sign).
 template <class T> struct Sum {
   typedef typename arith<T>::acc acc_t;
   typedef typename arith<T>::out out_t;
@@ -86,6 +90,8 @@ template <class T> struct Sum {
   __device__ acc_t leaf(T x, gk_i64, bool) const { return acc_t(x); }
   __device__ acc_t combine(acc_t l, acc_t r) const { return l + r; }
   __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
+  __device__ acc_t merge(acc_t l, acc_t r) const { return combine(l, r); }
+  __device__ bool redo(acc_t) const { return false; }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return out_t(0); }
 };
@@ -98,6 +104,8 @@ template <class T> struct Prod {
   __device__ acc_t leaf(T x, gk_i64, bool) const { return acc_t(x); }
   __device__ acc_t combine(acc_t l, acc_t r) const { return l * r; }
   __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
+  __device__ acc_t merge(acc_t l, acc_t r) const { return combine(l, r); }
+  __device__ bool redo(acc_t) const { return false; }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return out_t(1); }
 };
@@ -121,6 +129,8 @@ template <class T> struct CountNonzero {
   __device__ acc_t leaf(T x, gk_i64, bool) const { return nonzero(x) ? 1 : 0; }
   __device__ acc_t combine(acc_t l, acc_t r) const { return l + r; }
   __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
+  __device__ acc_t merge(acc_t l, acc_t r) const { return combine(l, r); }
+  __device__ bool redo(acc_t) const { return false; }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return 0; }
 };
@@ -134,6 +144,8 @@ template <class T, class O, unsigned IDENT> struct Logic {
   __device__ acc_t leaf(T x, gk_i64, bool) const { return nonzero(x) ? 1u : 0u; }
   __device__ acc_t combine(acc_t l, acc_t r) const { return IDENT ? (l & r) : (l | r); }
   __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
+  __device__ acc_t merge(acc_t l, acc_t r) const { return combine(l, r); }
+  __device__ bool redo(acc_t) const { return false; }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return out_t(IDENT); }
 };
@@ -159,6 +171,9 @@ template <class T, bool MAX> struct Extremum {
     const acc_t v = acc_t(x);
     return (MAX ? (v > a) : (v < a)) ? v : a;
   }
+  // equal values have equal bits except 0.0 and -0.0: which comes first decides
+  __device__ acc_t merge(acc_t l, acc_t r) const { return combine(l, r); }
+  __device__ bool redo(acc_t a) const { return traits<T>::is_float && a == acc_t(0); }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
   __device__ out_t empty() const { return out_t(ident); }
 };
@@ -207,6 +222,14 @@ template <class T, bool MAX> struct ArgExtremum {
     if (head || better(v, a.v)) { a.v = v; a.idx = p; }
     return a;
   }
+  // interleaved shares: a NaN accumulator is the list's head (a later NaN is never taken)
+  // and wins; otherwise the better value, and of equal values the earlier position
+  __device__ acc_t merge(acc_t l, acc_t r) const {
+    if (l.idx < 0 || gk_isnan(r.v)) return (r.idx < 0) ? l : r;
+    if (r.idx < 0 || gk_isnan(l.v)) return l;
+    return (better(r.v, l.v) || (!better(l.v, r.v) && r.idx < l.idx)) ? r : l;
+  }
+  __device__ bool redo(acc_t) const { return false; }
   __device__ out_t finalize(acc_t a, const gk_i64* off, gk_i64 list) const {
     return a.idx < 0 ? -1 : a.idx - off[list];
   }
@@ -621,16 +644,21 @@ __device__ __forceinline__ void fused_body(const gk_i64* __restrict__ off, gk_i6
 // naive: one thread per list, walking it element by element (the direct port).
 template <class Op, class T>
 __device__ void naive_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
-                           gk_i64 shift, gk_u64 ident, typename Op::out_t* __restrict__ out) {
+                           gk_i64 shift, gk_u64 ident, typename Op::out_t* __restrict__ out,
+                           unsigned char* __restrict__ empty) {
   const gk_i64 r = (gk_i64)blockIdx.x * GK_BLOCK + threadIdx.x;
   if (r >= n) return;
   const Op op(ident);
   const gk_i64 s = off[r], e = off[r + 1];
+  if (empty) empty[r] = (s == e);
   if (s == e) {
     out[r] = op.empty();
     return;
   }
   typename Op::acc_t acc = op.identity();
+  // the unroll said (sm_90 unrolls 4 by itself): with the mask pointer the float64
+  // arg-reductions otherwise spilled 8 bytes at 32 registers
+#pragma unroll 4
   for (gk_i64 a = s; a < e; ++a) acc = op.fold(acc, content_al[a + shift], a, a == s);
   out[r] = op.finalize(acc, off, r);
 }
@@ -645,7 +673,8 @@ __device__ void naive_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 #endif
 template <class Op, class T>
 __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
-                           gk_i64 shift, gk_u64 ident, typename Op::out_t* __restrict__ out) {
+                           gk_i64 shift, gk_u64 ident, typename Op::out_t* __restrict__ out,
+                           unsigned char* __restrict__ empty) {
   constexpr int VEC = 16 / (int)sizeof(T);
   constexpr gk_i64 TILE = GK_TILE_BYTES / (gk_i64)sizeof(T);  // a whole number of vectors
   __shared__ gk_vec16 stage[GK_TILE_BYTES / 16];
@@ -691,6 +720,7 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
   }
   if (!mine) return;
   out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
+  if (empty) empty[r] = (s == e);
 }
 
 // hybrid: a wave takes W consecutive lists (one batch). A list of at most GK_LONG_LIST
@@ -719,6 +749,21 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 #define GK_HYBRID_BLOCK GK_BLOCK
 #endif
 static_assert(GK_HYBRID_BLOCK % 64 == 0, "block sizes must be multiples of 64");
+// Lane-folded streaming (GK_HYBRID_LANE_FOLD): each lane keeps its accumulator across the
+// tiles of a list and the wave merges the lanes once per list, instead of an ordered wave
+// reduction per tile, whose shuffle chain sits between one tile's loads and the next. The
+// lanes' shares interleave, so the lanes are merged with Op::merge; where that may differ
+// from the ordered result (Op::redo: min/max of floats at zero) the list is walked again
+// in order. Float sums and products are then summed in another order (within the bound).
+#ifndef GK_HYBRID_LANE_FOLD
+#define GK_HYBRID_LANE_FOLD 1
+#endif
+template <class Op>
+__device__ __forceinline__ typename Op::acc_t wave_merge(const Op& op, typename Op::acc_t a) {
+  typedef typename Op::acc_t A;
+  for (int d = warpSize / 2; d > 0; d >>= 1) a = op.merge(a, shfl<A>::down(a, d));
+  return shfl<A>::idx(a, 0);
+}
 // Reduce the list [ls, le) with the whole wave (the result in every lane).
 template <class Op, class T>
 __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
@@ -737,6 +782,31 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
   // tiles start on a vector boundary of content_al (element a is content_al[a + shift])
   const gk_i64 first = ((ls + shift) / VEC) * VEC;  // in content_al positions
   const gk_i64 last = le + shift;
+#if GK_HYBRID_LANE_FOLD
+  {
+    // each lane folds its own stretch of every tile, one wave reduction per list
+    A part = op.identity();
+    for (gk_i64 rb = first; rb < last; rb += E) {
+      const gk_i64 b0 = rb + (gk_i64)lane * ITEMS;
+      gk_vec_view16<T> u[NV];
+#pragma unroll
+      for (int c = 0; c < NV; ++c) {  // every load first, then the arithmetic
+        const gk_i64 av = b0 + c * VEC;
+        if (av < last) u[c].v = src[av / VEC]; else u[c].v = gk_vec16();
+      }
+#pragma unroll
+      for (int c = 0; c < NV; ++c) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          const gk_i64 a = b0 + c * VEC + k - shift;  // content position
+          if (a >= ls && a < le) part = op.fold(part, u[c].e[k], a, a == ls);
+        }
+      }
+    }
+    const A merged = wave_merge<Op>(op, part);
+    if (!op.redo(merged)) return merged;
+  }
+#endif
   A acc = op.identity();
   for (gk_i64 rb = first; rb < last; rb += E) {
     const gk_i64 b0 = rb + (gk_i64)lane * ITEMS;
@@ -763,7 +833,8 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
 template <class Op, class T>
 __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
                                             const T* __restrict__ content_al, gk_i64 shift,
-                                            gk_u64 ident, typename Op::out_t* __restrict__ out) {
+                                            gk_u64 ident, typename Op::out_t* __restrict__ out,
+                                            unsigned char* __restrict__ empty) {
   const int W = warpSize, lane = gk_lane();
   // this wave's batch: lists [q, q + W)
   const gk_i64 q = ((gk_i64)blockIdx.x * (GK_HYBRID_BLOCK / W) + gk_wave()) * W;
@@ -773,6 +844,7 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
   const gk_i64 s = mine ? off[r] : 0, e = mine ? off[r + 1] : 0;
   const Op op(ident);
   const bool is_long = e - s > GK_LONG_LIST;
+  if (mine && empty) empty[r] = (s == e);
   if (mine && !is_long) {
     if (s == e) {
       out[r] = op.empty();
@@ -830,18 +902,18 @@ extern "C" __global__ void GK_LB gk_partition(const gk_i64* off, gk_i64 n, gk_i6
 #define GK_EMIT(OPN, DT, OP, T)                                                                      \
   extern "C" __global__ void GK_LB gk_##OPN##_##DT##_naive(                                          \
       const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
-      gk_u64 ident, OP<T>::out_t* out) {                                                             \
-    gk::naive_body<OP<T>, T>(off, n, content_al, shift, ident, out);                                 \
+      gk_u64 ident, OP<T>::out_t* out, unsigned char* empty) {                                       \
+    gk::naive_body<OP<T>, T>(off, n, content_al, shift, ident, out, empty);                          \
   }                                                                                                  \
   extern "C" __global__ void GK_LB gk_##OPN##_##DT##_tiled(                                          \
       const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
-      gk_u64 ident, OP<T>::out_t* out) {                                                             \
-    gk::tiled_body<OP<T>, T>(off, n, content_al, shift, ident, out);                                 \
+      gk_u64 ident, OP<T>::out_t* out, unsigned char* empty) {                                       \
+    gk::tiled_body<OP<T>, T>(off, n, content_al, shift, ident, out, empty);                          \
   }                                                                                                  \
   extern "C" __global__ void GK_LAUNCH_BOUNDS(GK_HYBRID_BLOCK, GK_HYBRID_MIN_BLOCKS) gk_##OPN##_##DT##_hybrid( \
       const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
-      gk_u64 ident, OP<T>::out_t* out) {                                                             \
-    gk::hybrid_body<OP<T>, T>(off, n, content_al, shift, ident, out);                                \
+      gk_u64 ident, OP<T>::out_t* out, unsigned char* empty) {                                       \
+    gk::hybrid_body<OP<T>, T>(off, n, content_al, shift, ident, out, empty);                         \
   }
 #else
 #error "define one of GK_VARIANT_SPLIT, GK_VARIANT_FUSED, GK_VARIANT_NAIVE"
