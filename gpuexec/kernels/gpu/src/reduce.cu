@@ -764,69 +764,66 @@ __device__ __forceinline__ typename Op::acc_t wave_merge(const Op& op, typename 
   for (int d = warpSize / 2; d > 0; d >>= 1) a = op.merge(a, shfl<A>::down(a, d));
   return shfl<A>::idx(a, 0);
 }
+// 128-bit vectors per lane per wave-tile of a streamed list; at most 16 elements per lane
+// (narrow types would otherwise unroll into more registers than the bound allows)
+template <class T> struct stream_shape {
+  static constexpr int VEC = 16 / (int)sizeof(T);
+  static constexpr int NV_BYTES = GK_HYBRID_ITEM_BYTES / 16, NV_CAP = 16 / VEC;
+  static constexpr int NV = NV_BYTES < NV_CAP ? NV_BYTES : (NV_CAP < 1 ? 1 : NV_CAP);
+  static constexpr int ITEMS = NV * VEC;
+};
+// Fold this lane's stretch of the wave-tile at rb (content_al positions) into ``part``:
+// every load first, then the arithmetic, elements outside [ls, le) skipped.
+template <class Op, class T>
+__device__ __forceinline__ typename Op::acc_t fold_stretch(const Op& op, typename Op::acc_t part,
+                                                           const gk_vec16* __restrict__ src,
+                                                           gk_i64 shift, gk_i64 ls, gk_i64 le,
+                                                           gk_i64 rb, gk_i64 last) {
+  typedef stream_shape<T> S;
+  const gk_i64 b0 = rb + (gk_i64)gk_lane() * S::ITEMS;
+  gk_vec_view16<T> u[S::NV];
+#pragma unroll
+  for (int c = 0; c < S::NV; ++c) {
+    const gk_i64 av = b0 + c * S::VEC;
+    if (av < last) u[c].v = src[av / S::VEC]; else u[c].v = gk_vec16();
+  }
+#pragma unroll
+  for (int c = 0; c < S::NV; ++c) {
+#pragma unroll
+    for (int k = 0; k < S::VEC; ++k) {
+      const gk_i64 a = b0 + c * S::VEC + k - shift;  // content position
+      if (a >= ls && a < le) part = op.fold(part, u[c].e[k], a, a == ls);
+    }
+  }
+  return part;
+}
+
 // Reduce the list [ls, le) with the whole wave (the result in every lane).
 template <class Op, class T>
 __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
                                                           const T* __restrict__ content_al,
                                                           gk_i64 shift, gk_i64 ls, gk_i64 le) {
   typedef typename Op::acc_t A;
-  constexpr int VEC = 16 / (int)sizeof(T);
-  // 128-bit vectors per lane per tile; at most 16 elements per lane (narrow types would
-  // otherwise unroll into more registers than the bound allows)
-  constexpr int NV_BYTES = GK_HYBRID_ITEM_BYTES / 16, NV_CAP = 16 / VEC;
-  constexpr int NV = NV_BYTES < NV_CAP ? NV_BYTES : (NV_CAP < 1 ? 1 : NV_CAP);
-  constexpr int ITEMS = NV * VEC;
-  const int lane = gk_lane();
-  const gk_i64 E = (gk_i64)warpSize * ITEMS;
+  typedef stream_shape<T> S;
+  const gk_i64 E = (gk_i64)warpSize * S::ITEMS;
   const gk_vec16* src = reinterpret_cast<const gk_vec16*>(content_al);
   // tiles start on a vector boundary of content_al (element a is content_al[a + shift])
-  const gk_i64 first = ((ls + shift) / VEC) * VEC;  // in content_al positions
+  const gk_i64 first = ((ls + shift) / S::VEC) * S::VEC;  // in content_al positions
   const gk_i64 last = le + shift;
 #if GK_HYBRID_LANE_FOLD
   {
-    // each lane folds its own stretch of every tile, one wave reduction per list
+    // each lane folds its own stretch of every tile, one wave merge per list
     A part = op.identity();
-    for (gk_i64 rb = first; rb < last; rb += E) {
-      const gk_i64 b0 = rb + (gk_i64)lane * ITEMS;
-      gk_vec_view16<T> u[NV];
-#pragma unroll
-      for (int c = 0; c < NV; ++c) {  // every load first, then the arithmetic
-        const gk_i64 av = b0 + c * VEC;
-        if (av < last) u[c].v = src[av / VEC]; else u[c].v = gk_vec16();
-      }
-#pragma unroll
-      for (int c = 0; c < NV; ++c) {
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          const gk_i64 a = b0 + c * VEC + k - shift;  // content position
-          if (a >= ls && a < le) part = op.fold(part, u[c].e[k], a, a == ls);
-        }
-      }
-    }
+    for (gk_i64 rb = first; rb < last; rb += E)
+      part = fold_stretch<Op, T>(op, part, src, shift, ls, le, rb, last);
     const A merged = wave_merge<Op>(op, part);
     if (!op.redo(merged)) return merged;
   }
 #endif
   A acc = op.identity();
-  for (gk_i64 rb = first; rb < last; rb += E) {
-    const gk_i64 b0 = rb + (gk_i64)lane * ITEMS;
-    gk_vec_view16<T> u[NV];
-#pragma unroll
-    for (int c = 0; c < NV; ++c) {  // every load first, then the arithmetic
-      const gk_i64 av = b0 + c * VEC;
-      if (av < last) u[c].v = src[av / VEC]; else u[c].v = gk_vec16();
-    }
-    A part = op.identity();
-#pragma unroll
-    for (int c = 0; c < NV; ++c) {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        const gk_i64 a = b0 + c * VEC + k - shift;  // content position
-        if (a >= ls && a < le) part = op.fold(part, u[c].e[k], a, a == ls);
-      }
-    }
-    acc = op.combine(acc, wave_reduce<Op>(op, part));
-  }
+  for (gk_i64 rb = first; rb < last; rb += E)
+    acc = op.combine(acc, wave_reduce<Op>(
+        op, fold_stretch<Op, T>(op, op.identity(), src, shift, ls, le, rb, last)));
   return acc;
 }
 
