@@ -35,19 +35,37 @@ def event_time(cp, fn, reps: int = 10, warmup: int = 2, inner: int = 10) -> floa
     return interleaved_time(cp, {"fn": fn}, reps, warmup, inner)["fn"]
 
 
-def copy_bandwidth(cp, elements: int, reps: int = 10) -> float:
-    """Device copy bandwidth in bytes per second (bytes read + written) of ``elements``
-    float64, timed as ``event_time`` times kernels: the anchor of the "% of copy" columns."""
-    src = cp.random.random_sample(elements)
-    dst = cp.empty_like(src)
-    t = event_time(cp, lambda: cp.copyto(dst, src), reps=reps)
-    return 2 * src.nbytes / t
+class CopyAnchor:
+    """The anchor of the "% of copy" columns: a device copy of ``elements`` float64 timed
+    in turns with each comparison (``timed``), since the device's clock drifts during a
+    run; ``bandwidth`` is bytes read + written over the median of those copies."""
+
+    def __init__(self, cp, elements: int):
+        self._cp = cp
+        self._src = cp.random.random_sample(elements)
+        self._dst = cp.empty_like(self._src)
+        self.bytes = 2 * self._src.nbytes
+        self.seconds: list[float] = []  # the copy of each comparison
+
+    def timed(self, fns: dict, reps: int = 10) -> dict:
+        """``interleaved_time`` of ``fns`` with the copy in the rotation (kept here)."""
+        times = interleaved_time(self._cp, {"device copy": self._copy, **fns}, reps)
+        self.seconds.append(times.pop("device copy"))
+        return times
+
+    def _copy(self) -> None:
+        self._cp.copyto(self._dst, self._src)
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second over the median copy."""
+        return self.bytes / float(np.median(self.seconds))
 
 
 def interleaved_time(cp, fns: dict, reps: int = 10, warmup: int = 2, inner: int = 10) -> dict:
-    """``event_time`` of several calls measured in turns (of one call: ``event_time``): each of ``reps`` rounds times one
-    batch of every call, starting one place later each round, and each call's median batch
-    is its time. The variants of one comparison then see the same clocks and neighbours; one
+    """``event_time`` of several calls measured in turns (of one call: ``event_time``):
+    each of ``reps`` rounds times one batch of every call, starting one place later each
+    round, and each call's median batch is its time. The variants of one comparison then see the same clocks and neighbours; one
     after the other, the first one timed was up to 3 points of copy bandwidth slower than the
     same kernel timed later in the run (H200, tenth session)."""
     names = list(fns)

@@ -25,7 +25,7 @@ import traceback
 
 import numpy as np
 
-from _gputime import awkward_cuda_extras, event_time, interleaved_time
+from _gputime import CopyAnchor, awkward_cuda_extras, event_time
 
 # before awkward reaches it (see awkward_cuda_extras): its prod/count_nonzero/argmin/argmax
 NUMBA_CUDA_MLIR = awkward_cuda_extras()
@@ -119,11 +119,8 @@ def main() -> None:
         "numba_cuda_mlir": NUMBA_CUDA_MLIR,
     }
 
-    # -- kernels, each op's variants and a device copy timed in turns (interleaved_time) ------
-    src = cp.random.random_sample(args.elements)
-    dst = cp.empty_like(src)
-    copied = 2 * src.nbytes
-    copy_times = []
+    # -- kernels, each op's variants and a device copy timed in turns (CopyAnchor) -----------
+    anchor = CopyAnchor(cp, args.elements)
 
     data = datasets(cp, args.elements, 7)
     rows = []
@@ -138,9 +135,7 @@ def main() -> None:
                 kern = backends[strategy].kernel(contract, "float64")
                 calls[strategy] = lambda kern=kern: kern(offsets, content, *extra)
                 outs[(fname, strategy)] = cp.asnumpy(calls[strategy]())
-            times = interleaved_time(cp, {"copy": lambda: cp.copyto(dst, src), **calls},
-                                     reps=args.reps)
-            copy_times.append(times.pop("copy"))
+            times = anchor.timed(calls, reps=args.reps)
             for strategy, t in times.items():
                 rows.append({"dist": dist, "op": fname, "strategy": strategy, "lists": n,
                              "elements": int(content.shape[0]), "bytes": nbytes, "seconds": t})
@@ -155,9 +150,10 @@ def main() -> None:
                 rows[-len(STRATEGIES) + STRATEGIES.index(strategy)]["agrees"] = bool(ok)
         print(f"{dist}: {n} lists, {content.shape[0]} elements done", flush=True)
     # the anchor: the median of the copies timed among the kernels
-    copy_bw = copied / float(np.median(copy_times))
-    result["copy"] = {"bytes": copied, "seconds": copied / copy_bw, "GBps": copy_bw / 1e9,
-                      "GBps_each_op": [copied / t / 1e9 for t in copy_times]}
+    copy_bw = anchor.bandwidth
+    result["copy"] = {"bytes": anchor.bytes, "seconds": anchor.bytes / copy_bw,
+                      "GBps": copy_bw / 1e9,
+                      "GBps_each_op": [anchor.bytes / t / 1e9 for t in anchor.seconds]}
     print(f"device copy: {copy_bw / 1e9:.0f} GB/s (read + write; "
           f"{min(result['copy']['GBps_each_op']):.0f}-{max(result['copy']['GBps_each_op']):.0f} "
           f"across the ops)", flush=True)
@@ -170,7 +166,7 @@ def main() -> None:
     tuning = []
     variants = () if args.no_tuning else (("fused", "min_blocks=2"), ("fused", "prefetch_tiles=4"),
                                           ("fused", "item_bytes=128"), ("split", "item_bytes=128"))
-    # the hybrid kernel's block and launch bound (the table: 10 blocks of 128); 128-byte
+    # the hybrid kernel's block and launch bound (the table: 12 blocks of 128); 128-byte
     # tiles were slower (74 % vs 77 % on mixed-length sums in the first H200 run)
     variants += (("hybrid", "hybrid:block=256,min_blocks=5"), ("hybrid", "hybrid:min_blocks=12"),
                  ("hybrid", "hybrid:block=64,min_blocks=20"))

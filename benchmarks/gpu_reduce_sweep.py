@@ -6,7 +6,7 @@ Each variant is a label and the keyword arguments of a ``GPUBackend`` (strategy,
 ``per_list_kernel``, ``long_list_kernel``). For 100M elements in Poisson(5) lists and in
 mixed lengths (the data of gpu_reduce.py), float64 and int64, it times sum, max,
 count_nonzero and argmax under every variant, the variants and a device copy timed in turns
-(``_gputime.interleaved_time``), as % of the copy bandwidth measured in the same run (bytes
+(``_gputime.CopyAnchor``), as % of the copy bandwidth measured in the same run (bytes
 = content + offsets + output), and checks each result against the first variant's.
 
     python benchmarks/gpu_reduce_sweep.py '[["shipped", {}], ["hybrid 64x20",
@@ -25,7 +25,7 @@ import platform
 
 import numpy as np
 
-from _gputime import interleaved_time
+from _gputime import CopyAnchor
 from gpu_reduce import datasets
 
 OPS = [("sum", "reduce_sum"), ("max", "reduce_max"), ("count_nonzero", "reduce_countnonzero"),
@@ -47,13 +47,11 @@ def main() -> None:
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     data = datasets(cp, args.elements, 7)
-    src = cp.random.random_sample(args.elements)
-    dst = cp.empty_like(src)
-    copied = 2 * src.nbytes
+    anchor = CopyAnchor(cp, args.elements)
     backends = {label: GPUBackend(**kwargs) for label, kwargs in variants}
     device = next(iter(backends.values())).device
     print(f"{device.name} ({device.arch})", flush=True)
-    rows, copy_times = [], []
+    rows = []
     for dist, (offsets, content) in data.items():
         n = offsets.shape[0] - 1
         nbytes = content.nbytes + offsets.nbytes + 8 * n
@@ -68,10 +66,7 @@ def main() -> None:
                     kernel = backend.kernel(contract, dtype)
                     calls[label] = (lambda k=kernel: k(offsets, values, *extra))
                     results[label] = cp.asnumpy(calls[label]())
-                # every variant and a device copy in turns (the device's clock drifts
-                # during a run: one after the other, the first timed reads low)
-                times = interleaved_time(cp, {"copy": lambda: cp.copyto(dst, src), **calls})
-                copy_times.append(times.pop("copy"))
+                times = anchor.timed(calls)  # every variant and the copy in turns
                 first = next(iter(results.values()))
                 for label, t in times.items():
                     got = results[label]
@@ -80,8 +75,8 @@ def main() -> None:
                                   else np.array_equal(got, first, equal_nan=True))
                     rows.append({"variant": label, "dist": dist, "dtype": dtype, "op": fname,
                                  "seconds": t, "bytes": nbytes, "agrees": agrees,
-                                 "copy_seconds": copy_times[-1]})
-    copy_bw = copied / float(np.median(copy_times))
+                                 "copy_seconds": anchor.seconds[-1]})
+    copy_bw, copied, copy_times = anchor.bandwidth, anchor.bytes, anchor.seconds
     for r in rows:  # against the copy of the same rotation and against the run's median
         r["pct_copy"] = 100 * r["bytes"] / r["seconds"] / copy_bw
         r["pct_copy_same_turns"] = 100 * r["bytes"] / r["seconds"] / (copied / r["copy_seconds"])
@@ -94,7 +89,8 @@ def main() -> None:
               f"({r['pct_copy_same_turns']:5.1f} % of its turns' copy)"
               + ("" if r["agrees"] else "  DISAGREES with the first variant"), flush=True)
     result = {"machine": {"gpu": device.name, "arch": device.arch, "host": platform.node()},
-              "copy_GBps": copy_bw / 1e9, "copy_GBps_each": [copied / t / 1e9 for t in copy_times], "elements": args.elements, "variants": variants,
+              "copy_GBps": copy_bw / 1e9, "copy_GBps_each": [copied / t / 1e9 for t in copy_times],
+              "elements": args.elements, "variants": variants,
               "rows": rows}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:

@@ -367,24 +367,24 @@ class GPUBackend(Backend):
             if st.name == "fused":
                 self._launch(names["fused"], fn, grid, cfg.block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, c_R, c_ident, c_out))
-                return (out, offsets[1:] == offsets[:-1]) if with_empty else out
-            # split: partition pass, reduce pass, fixup pass (every kernel of a unit runs with
-            # the block size it was compiled for)
-            scratch = self.alloc(R * (16 + 2 * _ACC_BYTES), np.uint8, names["split"])
-            sp = scratch.data.ptr
-            c_P = ctypes.c_void_p(sp)                          # int64[R]
-            c_tlist = ctypes.c_void_p(sp + 8 * R)              # int64[R]
-            c_lead = ctypes.c_void_p(sp + 16 * R)              # acc[R]
-            c_tail = ctypes.c_void_p(sp + (16 + _ACC_BYTES) * R)
-            c_E = ctypes.c_longlong(tile)
-            self._launch("gk_partition", funcs["gk_partition"], grid, cfg.block,
-                         (c_off, c_n, c_shift, c_E, c_ntiles, c_R, c_P))
-            self._launch(names["split"], fn, grid, cfg.block,
-                         (c_off, c_n, c_content, c_shift, c_ntiles, c_R, c_ident, c_P, c_lead,
-                          c_tail, c_tlist, c_out))
-            self._launch(names["fixup"], funcs[names["fixup"]], -(-R // cfg.block), cfg.block,
-                         (c_off, c_n, c_shift, c_ntiles, c_R, c_E, c_ident, c_lead, c_tail,
-                          c_tlist, c_out))
+            else:
+                # split: partition pass, reduce pass, fixup pass (every kernel of a unit
+                # runs with the block size it was compiled for)
+                scratch = self.alloc(R * (16 + 2 * _ACC_BYTES), np.uint8, names["split"])
+                sp = scratch.data.ptr
+                c_P = ctypes.c_void_p(sp)                          # int64[R]
+                c_tlist = ctypes.c_void_p(sp + 8 * R)              # int64[R]
+                c_lead = ctypes.c_void_p(sp + 16 * R)              # acc[R]
+                c_tail = ctypes.c_void_p(sp + (16 + _ACC_BYTES) * R)
+                c_E = ctypes.c_longlong(tile)
+                self._launch("gk_partition", funcs["gk_partition"], grid, cfg.block,
+                             (c_off, c_n, c_shift, c_E, c_ntiles, c_R, c_P))
+                self._launch(names["split"], fn, grid, cfg.block,
+                             (c_off, c_n, c_content, c_shift, c_ntiles, c_R, c_ident, c_P,
+                              c_lead, c_tail, c_tlist, c_out))
+                self._launch(names["fixup"], funcs[names["fixup"]], -(-R // cfg.block),
+                             cfg.block, (c_off, c_n, c_shift, c_ntiles, c_R, c_E, c_ident,
+                                         c_lead, c_tail, c_tlist, c_out))
             # the flattened passes do not write the mask: one comparison pass
             return (out, offsets[1:] == offsets[:-1]) if with_empty else out
 

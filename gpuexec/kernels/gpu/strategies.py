@@ -193,17 +193,16 @@ ARCHES: tuple[ArchRow, ...] = (
              # 51 % achieved occupancy at the default bound, 55 % of DRAM bandwidth
              "naive": Launch(256, 64, 8),
              # the hybrid kernel (naive unit, its own block and bound): 12 blocks of 128,
-             # <= 40 registers, no spills; argmin/argmax 20 blocks of 64 (<= 48: at 40 the
-             # float64 kernels spill). H200, mixed lengths, float64 sum / max /
+             # <= 40 registers, no spills; argmin/argmax 18 blocks of 64 (<= 56: their lane
+             # merge, see below). H200, mixed lengths, float64 sum / max /
              # count_nonzero / argmax, one run (tenth session): 82.0 / 81.5 / 81.8 / 71.2 %
              # of copy bandwidth at 12 x 128, 79.9 / 80.7 / 80.8 / 65.8 at 10 x 128, 79.8 /
              # 79.2 / 79.0 / 64.4 at 5 x 256 (the fifth session's choice); the next run,
              # argmax float64 / int64: 66.9 / 69.2 at 10 x 128, 67.9 / 70.4 at 20 x 64.
              # Smaller blocks free their slots sooner: a block ends with its slowest wave,
-             # the one whose batch held most long lists
-             # Lanes fold a long list across its tiles (lane_fold, twelfth session): the
-             # arg-reductions' merge needs 56 registers (18 x 64; at 20 x 64 the 32-bit
-             # kernels spill 4 bytes)
+             # the one whose batch held most long lists. Since lanes fold a long list across
+             # its tiles (lane_fold, twelfth session) the arg-reductions' merge needs 56
+             # registers: at 20 x 64 (48) their 32-bit kernels spilled 4 bytes
              "hybrid": Launch(128, 64, 12), "hybrid:argmin": Launch(64, 64, 18),
              "hybrid:argmax": Launch(64, 64, 18)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
