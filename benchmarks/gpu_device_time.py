@@ -52,7 +52,11 @@ def run(args) -> None:
     marker = cp.RawKernel(f'extern "C" __global__ void {MARKER}() {{}}', MARKER)
     backends = {s: GPUBackend(strategy=s) for s in STRATEGIES}
     cases = _api_cases()
-    names = [k for k in FIG2 + EXTRA if not args.only or k in args.only.split(",")]
+    # --only may also name the cases outside the figure's table (other element widths)
+    names = args.only.split(",") if args.only else FIG2 + EXTRA
+    unknown = [k for k in names if k not in cases]
+    if unknown:
+        raise SystemExit(f"unknown calls {unknown}; known: {', '.join(cases)}")
     plan = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"gpu": backends["naive"].device.name,
                         "arch": backends["naive"].device.arch, "host": platform.node()},

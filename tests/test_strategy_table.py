@@ -48,9 +48,42 @@ def test_per_list_kernel_choice(monkeypatch):
     assert S.plan("gfx90a", per_list_kernel="naive").per_list_kernel("min") == "naive"
     with pytest.raises(ValueError, match="per-list kernel"):
         S.plan("sm_90", per_list_kernel="warp")
+    # "op:dtype" entries before the op's own and the row's "*"
+    assert p.per_list_kernel("sum", "float64") == row.get("sum:float64", row["*"])
+    assert p.per_list_kernel("sum", "float32") == row.get("sum:float32", row["*"])
     # every per-list kernel is compiled (and gated) in the naive unit
     naive = S.kernel_names(S.OPS_BY_CONTRACT["reduce_sum"], S.STRATEGIES["naive"])
     assert set(naive) == set(S.PER_LIST_KERNELS)
+
+
+def test_tiled_kernel_by_width_and_size(monkeypatch):
+    """Short lists: the H200 row stages float64 sums/products/extrema and int64 extrema in
+    shared memory (the tiled kernel) once the content outgrows L2; smaller content, int64
+    sums and 4-byte values run the naive kernel (device time, gpu_device_time_widths)."""
+    p = S.plan("sm_90")
+    big, small = (2_000_000, 10_000_000), (200_000, 1_000_000)  # lists, elements: mean 5
+    for op in ("sum", "prod", "min", "max"):
+        assert p.per_list_role(op, *big, "float64") == "tiled"
+        assert p.per_list_role(op, *small, "float64") == "naive"
+        assert p.per_list_role(op, *big, "float32") == "naive"
+        assert p.per_list_role(op, *big, "int32") == "naive"
+    assert p.per_list_role("max", *big, "int64") == "tiled"
+    assert p.per_list_role("sum", *big, "int64") == "naive"
+    assert p.per_list_role("argmax", *big, "float64") == "naive"
+    # the bound is in bytes: 8M float64 elements are 64 MB
+    assert p.per_list_role("sum", 1_600_000, 8_000_000, "float64") == "tiled"
+    assert p.per_list_role("sum", 1_600_000, 7_999_999, "float64") == "naive"
+    _, short, _, short_from = p.per_list_rule("sum", "float64")
+    assert (short, short_from) == ("tiled", 64_000_000)
+    assert p.per_list_rule("sum", "float32")[1::2] == ("naive", 0)
+    # a per-list kernel the caller names runs on every input (no bound)
+    for forced in (S.plan("sm_90", per_list_kernel="tiled"),
+                   S.plan("sm_90", "split", per_list_kernel="tiled")):
+        assert forced.per_list_role("sum", *small, "float32") == "tiled"
+    monkeypatch.setenv("GPUEXEC_GPU_PER_LIST_KERNEL", "tiled")
+    assert S.plan("sm_90").per_list_role("min", *small, "int8") == "tiled"
+    # not measured on AMD: the plain port everywhere
+    assert S.plan("gfx90a", per_list_kernel=None).tiled_from_bytes == 0
 
 
 def test_long_list_kernel_choice(monkeypatch):
@@ -105,6 +138,7 @@ def test_family_per_list_window():
     p = S.plan("sm_90")
     assert p.family_runs_per_list("filter", 20_000_000, 100_000_000)
     assert not p.family_runs_per_list("filter", 200_000, 1_000_000)  # too few lists
+    assert p.family_runs_per_list("filter", 400_000, 2_000_000)
     assert not p.family_runs_per_list("filter", 20_000_000, 40_000_000)  # mean 2
     assert not p.family_runs_per_list("filter", 20_000_000, 200_000_000)  # mean 10
     assert not p.family_runs_per_list("filter", 0, 0)
@@ -146,7 +180,16 @@ def test_small_inputs_run_the_per_list_kernels_where_the_h200_measured_them_fast
     for family in ("filter", "combinations"):
         assert split.family_runs_per_list(family, *small)
         assert not fused.family_runs_per_list(family, *small)
-    assert not split.family_runs_per_list("filter", 200_000, 1_000_000)
+    # split's flattened filter lost to the per-list one at every count of lists of about
+    # five (device time); on shorter or longer lists it keeps its passes above 2**16 lists
+    assert split.family_runs_per_list("filter", 200_000, 1_000_000)
+    assert not split.family_runs_per_list("filter", 200_000, 400_000)
+    assert not split.family_runs_per_list("filter", 200_000, 3_000_000)
+    # carry: one element per thread below 1.6M outputs, its 128-bit runs above
+    for p in (fused, split):
+        assert p.family_runs_per_list("carry", 1_000_000, 1_000_000)
+        assert not p.family_runs_per_list("carry", 2_000_000, 2_000_000)
+    assert not S.plan("sm_90", short_lists=0).family_runs_per_list("carry", 1000, 1000)
     # combinations' mean is of tuples: pairs of Poisson(5) 12.5 per list, triplets 20.8
     assert split.family_runs_per_list("combinations", 200_000, 2_500_000)
     assert not split.family_runs_per_list("combinations", 200_000, 4_160_000)

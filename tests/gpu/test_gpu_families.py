@@ -385,6 +385,29 @@ def test_family_strategies_launch_different_kernels(backends):
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
+def test_carry_gathers_one_element_per_thread_below_the_window(strategy):
+    """As shipped (the H200 row), carry runs the one-element-per-thread kernel below 1.6M
+    outputs and its 128-bit runs above; both give the CPU kernel's bits."""
+    import cupy as cp
+
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    be = GPUBackend(strategy=strategy)
+    if "carry" not in be.plan.family_per_list:
+        pytest.skip(f"the {be.device.arch} row has no carry window")
+    cpu = gk.get_backend("cpu")
+    rng = np.random.default_rng(9)
+    values = rng.normal(size=3_000_000)
+    for n, kernel in ((1_000_000, "gk_carry_b64_naive"), (2_000_000, "gk_carry_b64_vec")):
+        index = np.sort(rng.integers(0, values.shape[0], n))
+        with gk.counting() as s:
+            got = be.kernel("carry", "float64")(cp.asarray(values), cp.asarray(index))
+        assert {k for k in s["kernels"] if k.startswith("gk_carry")} == {kernel}
+        assert np.array_equal(cp.asnumpy(got).view(np.uint64),
+                              cpu.kernel("carry", "float64")(values, index).view(np.uint64))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_out_of_memory_in_a_family_kernel_names_it(strategy, backends):
     import cupy as cp
 

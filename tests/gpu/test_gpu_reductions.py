@@ -338,6 +338,29 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
     assert S.plan(be.device.arch, strategy, short_lists=0).per_list(fname, 10, 10) is False
 
 
+@pytest.mark.parametrize("strategy", ["split", "fused"])
+def test_table_picks_the_tiled_kernel_by_width_and_size(strategy):
+    """As shipped (the H200 row), short lists of float64 run the tiled per-list kernel once
+    the content outgrows L2 (64 MB) and the naive one below; 4-byte values run the naive
+    one at any size; every choice gives awkward's result."""
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    be = GPUBackend(strategy=strategy)
+    if be.plan.tiled_from_bytes == 0:
+        pytest.skip(f"the {be.device.arch} row has no tiled bound")
+    rng = np.random.default_rng(5)
+    for dtype, elements, kernel in (("float64", 9_000_000, "tiled"),
+                                    ("float64", 1_000_000, "naive"),
+                                    ("float32", 9_000_000, "naive")):
+        counts = rng.poisson(5, elements // 5)
+        host = ak.unflatten(rng.normal(size=int(counts.sum())).astype(dtype), counts)
+        with gk.counting() as s:
+            got = gk.max(ak.to_backend(host, "cuda"), axis=1, backend=be)
+        launched = [k for k in s["kernels"] if k.startswith("gk_max_")]
+        assert launched == [f"gk_max_{dtype}_{kernel}"], (dtype, elements, launched)
+        assert ak.to_list(ak.to_backend(got, "cpu")) == ak.to_list(ak.max(host, axis=1))
+
+
 def test_default_strategy_comes_from_the_table(gpu_backend_factory):
     from gpuexec.kernels.gpu import strategies as S
     from gpuexec.kernels.gpu.backend import GPUBackend

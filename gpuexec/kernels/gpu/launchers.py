@@ -89,7 +89,9 @@ class Launchers:
         index = self._i64(index)
         n = index.shape[0]
         w = values.dtype.itemsize
-        naive = self._variant() == "naive"
+        # the table's window: below a size, one element per thread (the naive unit's kernel)
+        per_list = self.dev.plan.family_runs_per_list("carry", n, n)
+        naive = self._variant() == "naive" or per_list
         name = f"gk_carry_{F.WIDTHS[w]}_{'naive' if naive else 'vec'}"
         out = self.dev.alloc(n, values.dtype, name)
         if n == 0:
@@ -98,7 +100,7 @@ class Launchers:
         per = 1 if naive else F.carry_items(w)
         block = self.dev.family_block("carry")
         self._run("carry", name, _cdiv(n, block * per),
-                  (_p(raw), _p(index), _i(n), _p(out)))
+                  (_p(raw), _p(index), _i(n), _p(out)), per_list=per_list)
         return out
 
     # -- offsets -----------------------------------------------------------------------

@@ -16,9 +16,10 @@ known without reading the data) is below the row's ``short_lists`` threshold for
 the flattened strategies map one thread per list instead (CUB's small-segment policy):
 a tile of flattened work then holds dozens of list boundaries and its ordered combine
 costs more than the per-list loop, which reads coalesced enough when lists are short.
-The row's ``per_list_kernels`` names, per op, the naive unit's kernel that does it: ``naive``
-(each thread reads its own list from global memory) or ``tiled`` (the block first stages
-its lists' content in shared memory with coalesced 128-bit loads).
+The row's ``per_list_kernels`` names, per op (or per ``"op:dtype"``), the naive unit's kernel
+that does it: ``naive`` (each thread reads its own list from global memory) or ``tiled``
+(the block first stages its lists' content in shared memory with coalesced 128-bit loads;
+the row's ``tiled_from_bytes`` keeps it to content that does not fit in L2).
 
 Longer lists: the row's ``long_list_kernels`` names, per op, what reduces them: ``flat``
 (the strategy's own flattened passes) or ``hybrid`` (a kernel of the naive unit: each wave
@@ -32,7 +33,8 @@ length, list and element counts, optionally only for some strategies): the filte
 per-list count and fill beat its flattened passes on many lists of about five elements on
 the H200, and lose on shorter, longer or fewer lists; below a size (up to ~500k short
 lists for sort, 6M elements for local_index) one launch per list beats sort's extra passes
-and split's partition pass.
+and split's partition pass; carry (no lists: one per output) gathers one element per
+thread below 1.6M outputs, where its 128-bit runs lose on inputs held in L2.
 
 Overrides: ``GPUEXEC_GPU_STRATEGY=split|fused|naive``, ``GPUEXEC_GPU_LAUNCH``
 (``"block=512,item_bytes=32"`` for the reduce pass, or ``"reduce:block=512;fixup:block=128"``)
@@ -54,6 +56,8 @@ import math
 import os
 import re
 from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from gpuexec.kernels.backend import ALL_DTYPES, NUMBER_DTYPES
 
@@ -138,12 +142,16 @@ class ArchRow:
     # op -> mean list length below which flattened strategies reduce one list per thread
     # ("*": every other op); measured by benchmarks/gpu_reduce.py
     short_lists: dict = field(default_factory=dict)
-    # op -> the naive unit's kernel for short lists (PER_LIST_KERNELS; "*": every other op)
+    # op or "op:dtype" -> the naive unit's kernel for short lists (PER_LIST_KERNELS; "*":
+    # every other op)
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})
     # op -> what reduces lists at or above the short-list threshold (LONG_LIST_KERNELS)
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})
     # kernel family -> ListWindow(s) where its per-list kernels beat its flattened passes
     family_per_list: dict = field(default_factory=dict)
+    # content bytes from which the table's "tiled" per-list kernel runs (the naive kernel
+    # below: staging an input that stays in L2 costs more than it saves)
+    tiled_from_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -208,16 +216,27 @@ ARCHES: tuple[ArchRow, ...] = (
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
             # length 5, 3x slower at mean length 108 (gpu_reduce_s5_h200.json)
             {"argmin": 16, "argmax": 16, "*": 8},
-            # H200, 100M float64 in Poisson(5) lists (gpu_reduce_s5_h200.json): tiled sum 91.9 %,
-            # prod 91.8, min 89.6, max 89.5 of copy bandwidth vs naive 87.0, 86.8, 85.5,
-            # 85.8; naive for count_nonzero (89.6 vs 87.4-89.8) and argmin (75.1 vs 66.4)
-            {"sum": "tiled", "prod": "tiled", "min": "tiled", "max": "tiled", "*": "naive"},
+            # Where the tiled kernel beats the naive one, on device time (Nsight Compute,
+            # gpu_device_time_widths_h200.json, thirteenth session; Poisson(5), 1M-100M
+            # elements): float64 sum/prod/min/max and int64 min/max from 8M elements
+            # (float64 sum 26.9 vs 29.8 us at 8M, 288.9 vs 296.8 at 100M); int64 sum/prod
+            # never (1-13 % slower at every size); 4-byte values never (18-36 % slower at
+            # every size); below 8M elements (the content fits in L2) it gains nothing and
+            # loses up to 25 %. count_nonzero and argmin/argmax: naive (fifth session).
+            # Other widths are not measured: the naive kernel
+            {"sum:float64": "tiled", "prod:float64": "tiled", "min:float64": "tiled",
+             "max:float64": "tiled", "min:int64": "tiled", "max:int64": "tiled", "*": "naive"},
             # H200, 100M float64 in mixed lengths (90 % Poisson(3), 10 % 100..2000): the
             # hybrid kernel 76-77 % for sum/prod/min/max and 53 % for argmin/argmax vs
             # fused 66-70 % and 38 % (fifth session); count_nonzero since its float test
             # reads the bits (tenth session): hybrid 81.8 % vs fused 67.9 %
             {"sum": "hybrid", "prod": "hybrid", "min": "hybrid", "max": "hybrid",
              "argmin": "hybrid", "argmax": "hybrid", "countnonzero": "hybrid", "*": "flat"},
+            # The filter on Poisson(5) lists, device time (gpu_device_time_ladder_h200.json,
+            # thirteenth session), fused / split over naive at 200k / 400k / 800k / 1.6M
+            # lists: 0.89 / 1.23, 1.00 / 1.26, 1.07 / 1.27, 1.13 / 1.20: split's flattened
+            # passes lose at every count, fused's from 400k lists (host-timed, both win up
+            # to 1M lists by issuing fewer launches than the per-list path's five).
             # H200, filter kernel ms, fused / split / naive (gpu_filter_sweep.json):
             # Poisson(5) at 2M lists 0.270 / 0.274 / 0.248, 20M lists 1.197 / 1.139 / 1.094
             # (fused wins up to 1M lists: 0.210 / 0.221 / 0.233); Poisson(2) at 20M lists
@@ -237,9 +256,15 @@ ARCHES: tuple[ArchRow, ...] = (
             # / 0.344; n = 3: 0.224 / 0.263 vs 0.205 / 0.449 (the window's mean is of
             # output tuples: 12.5 per list for pairs of Poisson(5), 20.8 for triplets).
             # The filter's small-input window: split 0.204 vs naive 0.138 ms at 24.4k lists
-            # (ninth session), split no slower than naive from 50k lists in this sweep
-            {"filter": (ListWindow(4.0, 8.0, 2_000_000),
+            # (ninth session), split no slower than naive from 50k lists in this sweep.
+            # carry (a 1-D gather of 8-byte values by a jagged carry index), device time
+            # (gpu_device_time_carry_h200.json): the 128-bit kernel over naive's 1.10-1.18
+            # at 1.25M outputs, 0.99-1.04 at 1.5M, 0.94-0.96 at 1.75M, 0.91 from 2M (up to
+            # 0.85 on mixed lengths' long runs); 1.07-1.14 at 2k-1M
+            {"filter": (ListWindow(4.0, 8.0, 400_000),
+                        ListWindow(4.0, 8.0, strategies=("split",)),
                         ListWindow(0, 16, lists_below=SMALL_LISTS, strategies=("split",))),
+             "carry": ListWindow(0, math.inf, elements_below=1_600_000),
              "sort": ListWindow(0, 16, lists_below=8 * SMALL_LISTS),
              "local_index": (ListWindow(0, math.inf, elements_below=6_000_000),
                              ListWindow(0, math.inf, elements_below=12_000_000,
@@ -247,7 +272,8 @@ ARCHES: tuple[ArchRow, ...] = (
              "combinations": (ListWindow(0, 64, lists_below=2 * SMALL_LISTS,
                                          strategies=("split",)),
                               ListWindow(0, 16, lists_below=4 * SMALL_LISTS,
-                                         strategies=("split",)))}),
+                                         strategies=("split",)))},
+            tiled_from_bytes=64_000_000),
 )
 
 
@@ -284,9 +310,10 @@ class Plan:
     strategy: Strategy
     launch: dict  # role -> Launch
     short_lists: dict = field(default_factory=dict)  # op -> mean list length threshold
-    per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op -> role
+    per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op[:dtype] -> role
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})  # op -> kernel
     family_per_list: dict = field(default_factory=dict)  # family -> tuple of ListWindow
+    tiled_from_bytes: int = 0  # the tiled per-list kernel on smaller content: naive
 
     def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy runs ``family``'s per-list kernels on these lists
@@ -307,30 +334,38 @@ class Plan:
             return False
         return n_elements < self.short_list_threshold(op) * n_lists
 
-    def per_list_kernel(self, op: str) -> str:
-        """The naive unit's kernel (role) that reduces ``op`` one list per thread."""
-        return _per_op(self.per_list_kernels, op, "naive")
+    def per_list_kernel(self, op: str, dtype: str | None = None) -> str:
+        """The naive unit's kernel (role) that reduces ``op`` on ``dtype`` content one list
+        per thread (inputs of at least ``tiled_from_bytes`` where it is ``tiled``)."""
+        return _per_op(self.per_list_kernels, op, "naive", dtype)
 
     def long_list_kernel(self, op: str) -> str:
         """What reduces ``op`` on lists above the short-list threshold (LONG_LIST_KERNELS)."""
         return _per_op(self.long_list_kernels, op, "flat")
 
-    def per_list_rule(self, op: str) -> tuple:
-        """``(below, short, long)``: lists shorter than ``below`` on average run the naive
-        unit's ``short`` kernel, longer ones its ``long`` kernel, or the strategy's
-        flattened passes where ``long`` is None (the reducer takes this once)."""
+    def per_list_rule(self, op: str, dtype: str | None = None) -> tuple:
+        """``(below, short, long, short_from)``: lists shorter than ``below`` on average run
+        the naive unit's ``short`` kernel where the content holds at least ``short_from``
+        bytes (its naive kernel on less), longer ones its ``long`` kernel, or the
+        strategy's flattened passes where ``long`` is None (the reducer takes this once)."""
         long = self.long_list_kernel(op)
-        return (self.short_list_threshold(op), self.per_list_kernel(op),
-                None if long == "flat" else long)
+        short = self.per_list_kernel(op, dtype)
+        return (self.short_list_threshold(op), short, None if long == "flat" else long,
+                self.tiled_from_bytes if short == "tiled" else 0)
 
-    def per_list_role(self, op: str, n_lists: int, n_elements: int) -> str | None:
+    def per_list_role(self, op: str, n_lists: int, n_elements: int,
+                      dtype: str | None = None) -> str | None:
         """The naive unit's kernel that reduces these lists in place of the strategy's
         flattened passes (the short-list kernel below the threshold, the long-list kernel
         above it unless that is ``flat``), or None for the flattened passes."""
         if not self.strategy.flatten or n_lists <= 0:
             return None
-        below, short, long = self.per_list_rule(op)
-        return short if n_elements < below * n_lists else long
+        below, short, long, short_from = self.per_list_rule(op, dtype)
+        if n_elements >= below * n_lists:
+            return long
+        if dtype is not None and n_elements * np.dtype(dtype).itemsize < short_from:
+            return "naive"
+        return short
 
     def uses_per_list_unit(self, op: str) -> bool:
         """Whether some input of ``op`` may run a kernel of the naive unit."""
@@ -390,12 +425,18 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
         windows = dict(family_per_list)
     # one window or several (the table and callers may give either): tuples from here on
     windows = {f: (w if isinstance(w, tuple) else (w,)) for f, w in windows.items()}
+    # a per-list kernel named by the caller runs on every input; the table's bound is for
+    # the table's choice
+    chosen = per_list_kernel or os.environ.get("GPUEXEC_GPU_PER_LIST_KERNEL")
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
-                longs, windows)
+                longs, windows, 0 if chosen else row.tiled_from_bytes)
 
 
-def _per_op(table: dict, op: str, default):
-    """``table``'s entry for ``op``, else its ``"*"`` entry, else ``default``."""
+def _per_op(table: dict, op: str, default, dtype: str | None = None):
+    """``table``'s entry for ``"op:dtype"``, else for ``op``, else its ``"*"`` entry, else
+    ``default``."""
+    if dtype is not None and f"{op}:{dtype}" in table:
+        return table[f"{op}:{dtype}"]
     return table.get(op, table.get("*", default))
 
 
