@@ -220,10 +220,10 @@ ARCHES: tuple[ArchRow, ...] = (
             # gpu_device_time_widths_h200.json, thirteenth session; Poisson(5), 1M-100M
             # elements): float64 sum/prod/min/max and int64 min/max from 8M elements
             # (float64 sum 26.9 vs 29.8 us at 8M, 288.9 vs 296.8 at 100M); int64 sum/prod
-            # never (1-13 % slower at every size); 4-byte values never (18-36 % slower at
-            # every size); below 8M elements (the content fits in L2) it gains nothing and
-            # loses up to 25 %. count_nonzero and argmin/argmax: naive (fifth session).
-            # Other widths are not measured: the naive kernel
+            # never (1-25 % slower at every size, most at 4M); 4-byte values never (18-36 %
+            # slower at every size); below 8M elements (the content fits in L2) it gains
+            # nothing and loses up to 25 %. count_nonzero and argmin/argmax: naive (fifth
+            # session). Other widths are not measured: the naive kernel
             {"sum:float64": "tiled", "prod:float64": "tiled", "min:float64": "tiled",
              "max:float64": "tiled", "min:int64": "tiled", "max:int64": "tiled", "*": "naive"},
             # H200, 100M float64 in mixed lengths (90 % Poisson(3), 10 % 100..2000): the
