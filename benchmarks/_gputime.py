@@ -65,9 +65,10 @@ class CopyAnchor:
 def interleaved_time(cp, fns: dict, reps: int = 10, warmup: int = 2, inner: int = 10) -> dict:
     """``event_time`` of several calls measured in turns (of one call: ``event_time``):
     each of ``reps`` rounds times one batch of every call, starting one place later each
-    round, and each call's median batch is its time. The variants of one comparison then see the same clocks and neighbours; one
-    after the other, the first one timed was up to 3 points of copy bandwidth slower than the
-    same kernel timed later in the run (H200, tenth session)."""
+    round, and each call's median batch is its time. The variants of one comparison then
+    see the same clocks and neighbours; one after the other, the first one timed was up to
+    3 points of copy bandwidth slower than the same kernel timed later in the run (H200,
+    tenth session)."""
     names = list(fns)
     for name in names:
         for _ in range(warmup):

@@ -148,10 +148,10 @@ def _cast_case(case, base: str, dt: str):
     api, kernel = case
 
     def cast_api(m, a, **kw):
-        import awkward as ak
+        if dt not in a:  # kept in the input's arrays, as the kernel's buffers below
+            import awkward as ak
 
-        a = dict(a)
-        a.setdefault(dt, ak.values_astype(a[base], dt))
+            a[dt] = ak.values_astype(a[base], dt)
         return api(m, a, **kw)
 
     def cast_kernel(be, b, d):

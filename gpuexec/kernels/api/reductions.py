@@ -116,13 +116,10 @@ def _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel, beh
             # the common call (one level of lists of numbers): straight to the kernel, a
             # few us less of Python on every call (the GPU call floor)
             offsets, values, ak_backend = plain
-            empty = None
             if fname == "count":
-                out = backend.kernel("reduce_count")(offsets)
-            elif mask_identity:
-                out, empty = _segmented(fname, offsets, values, initial, backend, True)
+                out, empty = backend.kernel("reduce_count")(offsets), None
             else:
-                out = _segmented(fname, offsets, values, initial, backend)
+                out, empty = _segmented(fname, offsets, values, initial, backend, mask_identity)
             out = _lists_result(out, offsets, keepdims, mask_identity, ak_backend, empty)
             return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
     _check_native(layout)
@@ -212,9 +209,7 @@ def _reduce_lists(fname, node, keepdims, mask_identity, initial, backend):
         out = backend.kernel("reduce_count")(offsets)
     else:
         offsets, values, positions = L.skip_missing(list_offsets, content, backend)
-        out = _segmented(fname, offsets, values, initial, backend, mask_identity)
-        if mask_identity:
-            out, empty = out
+        out, empty = _segmented(fname, offsets, values, initial, backend, mask_identity)
         if positions is not None and fname in ("argmin", "argmax"):
             out = _slot_positions(out, offsets, positions, list_offsets, backend.nplike)
     return _lists_result(out, offsets, keepdims, mask_identity, empty=empty)
@@ -247,8 +242,8 @@ def _slot_positions(local, present_offsets, positions, offsets, nplike):
 
 
 def _segmented(fname, offsets, values, initial, backend, with_empty=False):
-    """One kernel launch over all lists of ``values``; with ``with_empty`` also the mask
-    of empty lists, as (result, empty)."""
+    """One kernel launch over all lists of ``values``: (result, mask of the empty lists
+    where ``with_empty`` asks for it, else None)."""
     dtype = values.dtype
     is_bool = dtype == np.bool_
     args = (offsets, values)
@@ -265,7 +260,7 @@ def _segmented(fname, offsets, values, initial, backend, with_empty=False):
     else:
         name = f"reduce_{fname}"
     kernel = backend.kernel(name, dtype)
-    return kernel(*args, with_empty=True) if with_empty else kernel(*args)
+    return kernel(*args, with_empty=True) if with_empty else (kernel(*args), None)
 
 
 def _default_identity(fname, dtype):
@@ -344,7 +339,7 @@ def _reduce_all(fname, layout, depth, keepdims, mask_identity, initial, like, hi
     elif fname == "count":
         value = np.int64(n)
     else:
-        out = _segmented(fname, whole, values, None, backend)
+        out = _segmented(fname, whole, values, None, backend)[0]
         if positions is not None and fname in ("argmin", "argmax") and out[0] >= 0:
             out = positions[out]
         value = out[0]

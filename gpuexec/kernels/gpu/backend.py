@@ -291,9 +291,7 @@ class GPUBackend(Backend):
         per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
         hybrid_block = per_list_plan.launch_of("hybrid", op.device).block  # its own size
-        # Plan.per_list_role's rule, taken once here so that a call only compares sizes
-        # (the call floor)
-        short_below, short_role, long_role, short_from = self.plan.per_list_rule(op.device, dt)
+        choose_per_list = self.plan.per_list_chooser(op.device, dt)
         per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
 
         def per_list_entry(role):
@@ -342,10 +340,7 @@ class GPUBackend(Backend):
             c_ident = (ctypes.c_ulonglong(_identity_bits(identity, dtype, op)) if has_identity
                        else _ZERO_ULL)
             c_out = ctypes.c_void_p(out.data.ptr)
-            if content.shape[0] >= short_below * n:
-                per_list_role = long_role
-            else:  # the tiled kernel only on content larger than L2 (short_from bytes)
-                per_list_role = short_role if content.nbytes >= short_from else "naive"
+            per_list_role = choose_per_list(n, content.shape[0], content.nbytes)
             # with_empty: also the option mask of mask_identity (True where a list is
             # empty), written by the per-list kernels in the same pass
             empty, c_empty = None, _NULL

@@ -347,25 +347,36 @@ class Plan:
         """``(below, short, long, short_from)``: lists shorter than ``below`` on average run
         the naive unit's ``short`` kernel where the content holds at least ``short_from``
         bytes (its naive kernel on less), longer ones its ``long`` kernel, or the
-        strategy's flattened passes where ``long`` is None (the reducer takes this once)."""
+        strategy's flattened passes where ``long`` is None (``per_list_chooser`` applies it)."""
         long = self.long_list_kernel(op)
         short = self.per_list_kernel(op, dtype)
         return (self.short_list_threshold(op), short, None if long == "flat" else long,
                 self.tiled_from_bytes if short == "tiled" else 0)
 
+    def per_list_chooser(self, op: str, dtype: str | None = None):
+        """``choose(n_lists, n_elements, content_bytes)``: the naive unit's kernel that
+        reduces these lists in place of the strategy's flattened passes (the short-list
+        kernel below the threshold, naive below ``short_from`` bytes where that is tiled,
+        the long-list kernel above it unless that is ``flat``), or None for the flattened
+        passes. The rule is looked up once (a reducer takes it at creation, so that a call
+        only compares sizes: the call floor)."""
+        if not self.strategy.flatten:
+            return lambda n_lists, n_elements, content_bytes: None
+        below, short, long, short_from = self.per_list_rule(op, dtype)
+
+        def choose(n_lists, n_elements, content_bytes):
+            if n_lists <= 0:
+                return None
+            if n_elements >= below * n_lists:
+                return long
+            return short if content_bytes >= short_from else "naive"
+        return choose
+
     def per_list_role(self, op: str, n_lists: int, n_elements: int,
                       dtype: str | None = None) -> str | None:
-        """The naive unit's kernel that reduces these lists in place of the strategy's
-        flattened passes (the short-list kernel below the threshold, the long-list kernel
-        above it unless that is ``flat``), or None for the flattened passes."""
-        if not self.strategy.flatten or n_lists <= 0:
-            return None
-        below, short, long, short_from = self.per_list_rule(op, dtype)
-        if n_elements >= below * n_lists:
-            return long
-        if dtype is not None and n_elements * np.dtype(dtype).itemsize < short_from:
-            return "naive"
-        return short
+        """``per_list_chooser``'s answer for these lists (without a dtype: no size bound)."""
+        content_bytes = n_elements * np.dtype(dtype).itemsize if dtype is not None else math.inf
+        return self.per_list_chooser(op, dtype)(n_lists, n_elements, content_bytes)
 
     def uses_per_list_unit(self, op: str) -> bool:
         """Whether some input of ``op`` may run a kernel of the naive unit."""
