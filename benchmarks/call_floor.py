@@ -70,7 +70,7 @@ def stages_us(x, backend, calls):
 
 def _launch_parts(backend, kernel, offsets, values):
     """The kernel call's parts on a CUDA device, each alone: the output from CuPy's pool,
-    the current stream, building the launch's ctypes arguments, our binding's launch and
+    the current stream, our binding's launch (which packs the arguments, plain ints) and
     cuda-python's ``cuLaunchKernel`` on prepared parameters. The launch replayed is the
     one the kernel call made (captured at the runtime layer)."""
     import ctypes
@@ -90,15 +90,15 @@ def _launch_parts(backend, kernel, offsets, values):
     finally:
         del runtime.launch
     fn, grid, block, args, stream, shared = seen[-1]
-    params = (ctypes.c_void_p * len(args))(*map(ctypes.addressof, args))
+    packed = [ctypes.c_int64(v) for v in args]  # what params points at: kept by the lambda
+    params = (ctypes.c_void_p * len(packed))(*map(ctypes.addressof, packed))
     n = offsets.shape[0] - 1
     launch = runtime.bindings.launch
     return {
         "  output (alloc)": lambda: backend.alloc(n, values.dtype, "x"),
         "  current stream": lambda: cp.cuda.get_current_stream().ptr,
-        "  ctypes arguments": lambda: tuple(type(a)(a.value) for a in args),
         "  binding launch": lambda out=out: launch(fn, grid, block, shared, stream, args),
-        "  cuLaunchKernel": lambda out=out: driver.cuLaunchKernel(
+        "  cuLaunchKernel": lambda out=out, packed=packed: driver.cuLaunchKernel(
             fn, grid, 1, 1, block, 1, 1, shared, stream, ctypes.addressof(params), 0),
     }
 

@@ -433,3 +433,36 @@ def test_call_floor_is_sane(gpu_backend_factory):
         gk.sum(x, axis=1, backend=be)
         times.append(time.perf_counter() - t0)
     assert np.median(times) < 2e-3  # the benchmark reports the real floor
+
+
+@pytest.mark.parametrize("strategy", ["split", "fused"])
+def test_threads_launching_at_once_get_their_own_arguments(strategy, gpu_backend_factory):
+    """Launch arguments are packed into per-thread slots that every launch of a thread
+    reuses (bindings_cuda.launch): threads calling at once, each on its own arrays and
+    reductions (so their argument counts and values differ), get their own results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import cupy as cp
+
+    be = gpu_backend_factory(strategy)
+    cases = [(fname, make_case(dtype, "listoffset", kind, seed))
+             for seed, (fname, dtype, kind) in enumerate(
+                 [("sum", "int64", "long"), ("argmax", "int32", "small"),
+                  ("max", "float32", "long"), ("count_nonzero", "int64", "small"),
+                  ("min", "uint8", "long"), ("argmin", "float64", "small")])]
+    device = [(fname, be.adopt(x)) for fname, x in cases]
+    for fname, x in device:  # modules loaded before the threads start
+        getattr(gk, fname)(x, axis=1, backend=be)
+    cp.cuda.runtime.deviceSynchronize()
+
+    def run(i):
+        fname, x = device[i % len(device)]
+        return [getattr(gk, fname)(x, axis=1, backend=be, to="host") for _ in range(30)]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(run, range(16)))
+    for i, got in enumerate(results):  # every case exact: no float sum among them
+        fname, x = cases[i % len(cases)]
+        want = getattr(ak, fname)(x, axis=1)
+        for g in got:
+            assert_same(g, want)

@@ -13,7 +13,6 @@ device through pinned staging buffers.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import threading
 
@@ -28,11 +27,6 @@ from gpuexec.kernels.gpu.runtime import Runtime
 # bytes of one carried partial (the widest accumulator: an (value, int64 index) pair)
 _ACC_BYTES = 16
 _INT64 = np.dtype(np.int64)
-# kernel arguments that are always 0: ctypes values that are never written, shared by
-# every launch (the driver reads the values at the launch)
-_ZERO_LL = ctypes.c_longlong(0)
-_ZERO_ULL = ctypes.c_ulonglong(0)
-_NULL = ctypes.c_void_p(0)
 
 
 def _out_dtype(op: S.Op, dtype: np.dtype) -> np.dtype:
@@ -229,8 +223,7 @@ class GPUBackend(Backend):
         fn = self._functions(S.OPS_BY_CONTRACT["reduce_count"])["gk_count"]
         block = self.plan.launch_of(self.plan.content_role, "count").block
         self._launch("gk_count", fn, -(-n // block), block,
-                     (ctypes.c_void_p(offsets.data.ptr), ctypes.c_longlong(n),
-                      ctypes.c_void_p(out.data.ptr)))
+                     (offsets.data.ptr, n, out.data.ptr))
         return out
 
     def _launch(self, name: str, fn, grid: int, block: int, args: tuple) -> None:
@@ -332,35 +325,31 @@ class GPUBackend(Backend):
             base = ptr - shift * itemsize
             ntiles = max(1, -(-(content.shape[0] + shift) // tile))
             funcs = self._functions(op)
-            c_off = ctypes.c_void_p(offsets.data.ptr)
-            c_n = ctypes.c_longlong(n)
-            c_content = ctypes.c_void_p(base)
-            c_shift = ctypes.c_longlong(shift)
-            c_ntiles = ctypes.c_longlong(ntiles)
-            c_ident = (ctypes.c_ulonglong(_identity_bits(identity, dtype, op)) if has_identity
-                       else _ZERO_ULL)
-            c_out = ctypes.c_void_p(out.data.ptr)
+            # kernel arguments: plain ints, one 8-byte parameter each (bindings.launch)
+            c_off, c_n, c_content, c_shift, c_ntiles = offsets.data.ptr, n, base, shift, ntiles
+            c_ident = _identity_bits(identity, dtype, op) if has_identity else 0
+            c_out = out.data.ptr
             per_list_role = choose_per_list(n, content.shape[0], content.nbytes)
             # with_empty: also the option mask of mask_identity (True where a list is
             # empty), written by the per-list kernels in the same pass
-            empty, c_empty = None, _NULL
+            empty, c_empty = None, 0
             if with_empty and (st.name == "naive" or per_list_role is not None):
                 empty = self.alloc(n, np.bool_, names[role])
-                c_empty = ctypes.c_void_p(empty.data.ptr)
+                c_empty = empty.data.ptr
             if st.name == "naive":
                 self._launch(names["naive"], funcs[names["naive"]], -(-n // cfg.block), cfg.block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
+                             (c_off, c_n, c_content, c_shift, c_ntiles, 0,
                               c_ident, c_out, c_empty))
                 return (out, empty) if with_empty else out
             if per_list_role is not None:
                 per_list_name, fn, block = per_list_entry(per_list_role)
                 self._launch(per_list_name, fn, -(-n // block), block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, _ZERO_LL,
+                             (c_off, c_n, c_content, c_shift, c_ntiles, 0,
                               c_ident, c_out, c_empty))
                 return (out, empty) if with_empty else out
             fn = funcs[names[role]]
             R = min(ntiles, max_waves(fn))     # waves, each walking a range of tiles
-            c_R = ctypes.c_longlong(R)
+            c_R = R
             grid = -(-R // waves_per_block)
             if st.name == "fused":
                 self._launch(names["fused"], fn, grid, cfg.block,
@@ -370,11 +359,11 @@ class GPUBackend(Backend):
                 # runs with the block size it was compiled for)
                 scratch = self.alloc(R * (16 + 2 * _ACC_BYTES), np.uint8, names["split"])
                 sp = scratch.data.ptr
-                c_P = ctypes.c_void_p(sp)                          # int64[R]
-                c_tlist = ctypes.c_void_p(sp + 8 * R)              # int64[R]
-                c_lead = ctypes.c_void_p(sp + 16 * R)              # acc[R]
-                c_tail = ctypes.c_void_p(sp + (16 + _ACC_BYTES) * R)
-                c_E = ctypes.c_longlong(tile)
+                c_P = sp                                 # int64[R]
+                c_tlist = sp + 8 * R                     # int64[R]
+                c_lead = sp + 16 * R                     # acc[R]
+                c_tail = sp + (16 + _ACC_BYTES) * R
+                c_E = tile
                 self._launch("gk_partition", funcs["gk_partition"], grid, cfg.block,
                              (c_off, c_n, c_shift, c_E, c_ntiles, c_R, c_P))
                 self._launch(names["split"], fn, grid, cfg.block,

@@ -9,10 +9,13 @@ has only been imported where hip-python is installed. See docs/gpu-engine.md.
 
 from __future__ import annotations
 
+import ctypes
+
 from gpuexec.kernels.gpu.errors import GPUCallError
 
 VENDOR = "hip"
 CODE_SUFFIX = "hsaco"
+_U64 = (1 << 64) - 1
 
 from hip import hip as _hip  # noqa: E402
 from hip import hiprtc as _rtc  # noqa: E402
@@ -99,11 +102,13 @@ def get_function(module, name: str):
 
 
 def launch(function, grid: int, block: int, shared: int, stream: int, args: tuple) -> None:
-    """Launch with ``args``: a tuple of ctypes scalars (pointers as c_void_p); hip-python
-    packs them, aligned, into the ``extra`` buffer."""
+    """Launch with ``args``: Python ints, one 8-byte kernel parameter each (pointers,
+    int64, the bits of a uint64); hip-python packs the ctypes values, aligned, into the
+    ``extra`` buffer."""
+    extra = tuple(ctypes.c_uint64(v & _U64) for v in args)
     _check(
         _hip.hipModuleLaunchKernel(function, grid, 1, 1, block, 1, 1, sharedMemBytes=shared,
-                                   stream=stream or None, kernelParams=None, extra=args),
+                                   stream=stream or None, kernelParams=None, extra=extra),
         "hipModuleLaunchKernel",
     )
 

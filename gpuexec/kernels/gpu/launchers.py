@@ -15,8 +15,6 @@ count to the host (as on the CPU).
 
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 
 from gpuexec.kernels.backend import ALL_DTYPES
@@ -34,18 +32,18 @@ def ptr(a) -> int:
     return data.ptr if hasattr(data, "ptr") else a.ctypes.data
 
 
-def _p(a):
-    return ctypes.c_void_p(0 if a is None else ptr(a))
+def _p(a) -> int:
+    return 0 if a is None else ptr(a)
 
 
-def _i(v):
-    return ctypes.c_longlong(int(v))
+def _i(v) -> int:
+    return int(v)
 
 
 def _args(items) -> tuple:
-    """Launch arguments: ctypes values as they are, ints as int64, arrays as pointers."""
-    return tuple(x if isinstance(x, (ctypes.c_void_p, ctypes.c_longlong))
-                 else (_i(x) if isinstance(x, (int, np.integer)) else _p(x)) for x in items)
+    """Launch arguments (plain ints, one 8-byte kernel parameter each): ints as int64,
+    arrays as pointers."""
+    return tuple(int(x) if isinstance(x, (int, np.integer)) else _p(x) for x in items)
 
 
 def _cdiv(a: int, b: int) -> int:
