@@ -62,13 +62,19 @@ class CopyAnchor:
         return self.bytes / float(np.median(self.seconds))
 
 
-def interleaved_time(cp, fns: dict, reps: int = 10, warmup: int = 2, inner: int = 10) -> dict:
+def interleaved_time(cp, fns: dict, reps: int = 10, warmup: int = 2, inner: int = 10,
+                     lead_in: bool = True) -> dict:
     """``event_time`` of several calls measured in turns (of one call: ``event_time``):
     each of ``reps`` rounds times one batch of every call, starting one place later each
     round, and each call's median batch is its time. The variants of one comparison then
     see the same clocks and neighbours; one after the other, the first one timed was up to
     3 points of copy bandwidth slower than the same kernel timed later in the run (H200,
-    tenth session)."""
+    tenth session). Each batch follows one untimed call of its own function (``lead_in``):
+    in a fixed rotation a call always follows the same neighbour (the likely cost: the
+    one after the device copy starts its batch with the copy's dirty lines in L2 to write
+    back). Without it, "split" (always after the copy in gpu_reduce.py) measured 0.2-1.2
+    points of copy bandwidth below "fused" in all ten Poisson(5) cells of two runs while
+    both ran the same kernel (twelfth and thirteenth sessions)."""
     names = list(fns)
     for name in names:
         for _ in range(warmup):
@@ -78,6 +84,8 @@ def interleaved_time(cp, fns: dict, reps: int = 10, warmup: int = 2, inner: int 
     for r in range(reps):
         for name in names[r % len(names):] + names[:r % len(names)]:
             fn = fns[name]
+            if lead_in:
+                fn()  # queued before the start event: not timed
             start, stop = cp.cuda.Event(), cp.cuda.Event()
             start.record()
             for _ in range(inner):
