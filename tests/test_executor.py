@@ -23,7 +23,8 @@ from coffea.nanoevents import NanoAODSchema
 from dask.utils import key_split
 
 import gpuexec
-from gpuexec.executor import ChunkError, GPUExecutor, _merge, _Partial, _unwrap_runner_retries
+from gpuexec.executor import (ChunkError, GPUExecutor, _gather_each, _merge, _Partial,
+                              _unwrap_runner_retries)
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import ClusterSpec, WorkerPool, shared_client
 from gpuexec.scheduler.report import EntriesMismatch, check_entries
@@ -450,6 +451,8 @@ def test_generic_items_merged_in_the_client_or_a_tree_and_status_0(executor, mer
     # where the call's time went: submission, the last task seen, the output merged
     p = call.phases
     assert 0 < p["first_submitted"] <= p["last_task_seen"] <= p["merged"] <= call.seconds
+    if merge_on == "client":
+        assert p["last_task_seen"] <= p["last_output_fetched"] <= p["merged"]
     # the client adds the outputs up itself; the tree merges 3 at a time on the cluster
     assert (len(merge_tasks) == 0) if merge_on == "client" else (len(merge_tasks) >= 50 // 3)
     assert GPUExecutor(**EMBEDDED)([], square, "untouched") == ("untouched", 0)
@@ -528,3 +531,33 @@ def test_close_stops_the_embedded_cluster_and_a_later_call_restarts_it():
 
     assert ex.cluster_spec() not in running_specs()
     ex.close()  # closing twice is harmless
+
+
+def test_outputs_fetched_together_fail_alone():
+    """The outputs of tasks seen complete together are fetched in one gather; where that
+    fails, each is fetched alone, so one output that cannot be fetched (its GPU worker
+    died) fails alone and the others are kept."""
+
+    class Done:  # a completed future: its output, or the error fetching it raises
+        def __init__(self, value=None, error=None):
+            self.value, self.error = value, error
+
+        def result(self):
+            if self.error is not None:
+                raise self.error
+            return self.value
+
+    class Client:  # distributed's gather raises at the first output it cannot fetch
+        gathers = 0
+
+        def gather(self, futures):
+            self.gathers += 1
+            return [f.result() for f in futures]
+
+    client = Client()
+    assert _gather_each(client, [Done(1), Done(2)]) == [(1, None), (2, None)]
+    assert client.gathers == 1
+    lost = OSError("worker gone")
+    outcomes = _gather_each(client, [Done(1), Done(error=lost), Done(3)])
+    assert outcomes[0] == (1, None) and outcomes[2] == (3, None)
+    assert outcomes[1] == (None, lost)

@@ -114,8 +114,9 @@ class CallReport:
     merges: list[str] = field(default_factory=list)  # GPU tasks made of several chunks
     placement: dict | None = None  # {"decisions": [...], "summary": {...}}
     # seconds from the call's start until: its first task was submitted, the client saw
-    # its last task complete, the merged output was in this process (the tail of a short
-    # call is the last two apart)
+    # its last task complete, (outputs merged in the client) the last output was fetched,
+    # the merged output was in this process (the tail of a short call is the last task
+    # seen to the merged output)
     phases: dict = field(default_factory=dict)
 
     def timing(self) -> dict[str, dict[str, float]]:
