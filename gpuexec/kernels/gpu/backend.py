@@ -325,7 +325,7 @@ class GPUBackend(Backend):
             base = ptr - shift * itemsize
             ntiles = max(1, -(-(content.shape[0] + shift) // tile))
             funcs = self._functions(op)
-            # kernel arguments: plain ints, one 8-byte parameter each (bindings.launch)
+            # kernel arguments (c_*): plain ints, one 8-byte parameter each (bindings.launch)
             c_off, c_n, c_content, c_shift, c_ntiles = offsets.data.ptr, n, base, shift, ntiles
             c_ident = _identity_bits(identity, dtype, op) if has_identity else 0
             c_out = out.data.ptr

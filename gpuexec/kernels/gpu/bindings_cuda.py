@@ -131,6 +131,7 @@ class _ParamSlots(threading.local):
             values = (ctypes.c_int64 * count)()
             base = ctypes.addressof(values)
             addresses = (ctypes.c_void_p * count)(*(base + 8 * i for i in range(count)))
+            # the address array itself rides along: cuLaunchKernel gets only its address
             slot = self.by_count[count] = (values, ctypes.addressof(addresses), addresses)
         return slot
 
