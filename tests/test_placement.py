@@ -428,3 +428,53 @@ def test_a_simulated_run_with_a_depth_holds_chunks_back_and_loses_none():
     assert max(seen) <= 1.0
     assert sum(v["events"] for v in run.pools.values()) == 100 * 50_000
     assert len(policy.decisions()) == 100
+
+
+def test_hold_unmeasured_keeps_chunks_pending_until_a_pool_is_measured():
+    """``hold_unmeasured``: once every pool holds a task per slot and none is measured, a
+    chunk waits (instead of going by slot counts); the first observation releases it, and
+    a caller that cannot wait is served as before."""
+    def policy(hold):
+        return Placement([Pool("cpu", "cpu", 2, CostModel(CPU_FIXED, CPU_RATE)),
+                          Pool("gpu", "gpu", 2, CostModel(GPU_FIXED, GPU_RATE), merge=2)],
+                         unmeasured_depth=1, depth=2.0, hold_unmeasured=hold)
+
+    def fill(p):
+        return [p.assign(chunk(i, 200_000, start=200_000 * i), now=0.0, may_wait=True,
+                         backlog_events=200_000 * (19 - i)) for i in range(20)]
+
+    held = policy(True)
+    placed = fill(held)
+    # one task per slot on each pool (4 GPU chunks in 2 tasks of 2, 2 CPU chunks), then waiting
+    assert sorted(p for p in placed if p) == ["cpu"] * 2 + ["gpu"] * 4
+    assert placed[6:] == [None] * 14
+    assert fill(policy(False)).count(None) < 14  # without: bound by slot counts
+    first_gpu = [d["chunk"] for d in held.decisions() if d["pool"] == "gpu"][:2]
+    held.observe(first_gpu, 0.06, now=0.06)
+    assert held.assign(chunk(20, 200_000, start=200_000 * 20), now=0.06, may_wait=True)
+    assert held.assign(chunk(21, 200_000, start=200_000 * 21), now=0.06) is not None
+    with pytest.raises(ValueError):
+        Placement(pools(), hold_unmeasured=True)  # needs an unmeasured_depth
+
+
+def test_holding_back_until_measured_shortens_a_run_with_slow_cpu_chunks():
+    """The H200 case (ADL Q6 at 5M events, default pools: 12 GPU slots merging 4 chunks, 4
+    CPU slots; the models each pool learned in the fourteenth session's run as the truth,
+    its calibration seeds as the policy's): binding every chunk before any result gives each
+    CPU slot two 0.38 s chunks and the CPU pool sets the makespan; held back, the first
+    results send the rest to the GPU pool. A model (no contention), not a measurement."""
+    def truth():
+        return [Pool("cpu", "cpu", 4, CostModel(0.0247, 142_300)),
+                Pool("gpu", "gpu", 12, CostModel(0.170, 1_058_000), merge=4)]
+
+    def policy(hold):
+        return Placement([Pool("cpu", "cpu", 4, CostModel(0.000365, 4.7e6)),
+                          Pool("gpu", "gpu", 12, CostModel(0.00126, 1.46e8), merge=4)],
+                         unmeasured_depth=1, depth=2.0, hold_unmeasured=hold)
+
+    chunks = [50_000] * 100
+    bound = simulate(chunks, policy(False), truth())
+    held = simulate(chunks, policy(True), truth())
+    assert bound.pools["cpu"]["chunks"] == 8 and held.pools["cpu"]["chunks"] < 8
+    assert held.makespan < 0.97 * bound.makespan
+    assert sum(v["events"] for v in held.pools.values()) == 100 * 50_000
