@@ -625,12 +625,12 @@ class _Submitted:
 
 @dataclass
 class _Fetched:
-    """A completed task's output fetched into this process (``merge_on="client"``):
-    ``fetch`` is a resolved concurrent future of that output (or of the error that
-    fetching it raised) for task ``key``."""
+    """A completed task's output fetched into this process (``merge_on="client"``) for
+    task ``key``: the output, or the error that fetching it raised."""
 
     key: str
-    fetch: Any
+    value: Any
+    error: BaseException | None
 
 
 #: threads that fetch completed tasks' outputs into the client (``merge_on="client"``);
@@ -1339,19 +1339,12 @@ class _Loop:
 
     def _fetched(self, futures: list, job) -> None:
         """A fetch job's outputs into the completion queue, one ``_Fetched`` each."""
-        from concurrent.futures import Future
-
         try:
             outcomes = job.result()
         except BaseException as err:  # cancelled at shutdown, or a bug: each output fails
             outcomes = [(None, err)] * len(futures)
         for future, (value, err) in zip(futures, outcomes):
-            fetched = Future()
-            if err is None:
-                fetched.set_result(value)
-            else:
-                fetched.set_exception(err)
-            self.completed.put(_Fetched(future.key, fetched))
+            self.completed.put(_Fetched(future.key, value, err))
 
     def _push(self, level: int, future) -> None:
         while len(self.levels) <= level:
@@ -1501,14 +1494,14 @@ class _Loop:
                     sub = self.fetching.pop(done.key, None)
                     if sub is None:  # moved to the CPU pool meanwhile
                         continue
-                    try:
-                        part = done.fetch.result()
-                    except Exception as err:
-                        if sub.pool in self.gpu and self.cpu:
+                    err = done.error
+                    if err is not None:
+                        if isinstance(err, Exception) and sub.pool in self.gpu and self.cpu:
                             self._fall_back(sub, "its output could not be fetched from the "
                                                  f"GPU worker ({_reason(err)})")
                             continue
-                        raise
+                        raise err
+                    part = done.value
                     self.mark("last_output_fetched")
                     self._collect(part, sub.indices)
                     continue

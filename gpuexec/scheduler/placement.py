@@ -443,8 +443,12 @@ class Placement:
             return False
         if any(p.model.observations for p in self.pools.values()):
             return False
-        tasks_per_slot = self._queued(pool) / (len(self._slots[pool]) * self.pools[pool].merge)
-        return tasks_per_slot >= self.unmeasured_depth
+        return self._tasks_per_slot(pool) >= self.unmeasured_depth
+
+    def _tasks_per_slot(self, pool: str) -> float:
+        """Tasks assigned to ``pool`` and not yet observed, per slot (a merging pool's
+        task holds ``merge`` chunks)."""
+        return self._queued(pool) / (len(self._slots[pool]) * self.pools[pool].merge)
 
     def _now(self, now: float | None) -> float:
         return self.clock() if now is None else float(now)
@@ -521,13 +525,10 @@ class Placement:
         if self.unmeasured_depth is not None and len(candidates) > 1:
             # depth in tasks per slot: a merging pool's task holds ``merge`` chunks (in
             # chunks, 12 single-slot GPU workers with merges of 4 started with 3 busy)
-            def per_slot(n):
-                return self._queued(n) / (len(self._slots[n]) * self.pools[n].merge)
-
             room = [n for n in candidates if self.pools[n].model.observations > 0
-                    or per_slot(n) < self.unmeasured_depth]
+                    or self._tasks_per_slot(n) < self.unmeasured_depth]
             if not room:  # nothing measured and every pool full: fill by slots
-                best = min(candidates, key=per_slot)
+                best = min(candidates, key=self._tasks_per_slot)
                 return best, (why or "above crossover") + ", no pool measured yet: fewest queued per slot"
             if len(room) < len(candidates):
                 candidates = room
