@@ -46,6 +46,20 @@ TARGETS = {  # % of copy bandwidth: (Poisson(5), mixed)
 }
 
 
+READ = "read (cupy sum)"
+
+
+def _reduction_accelerators(cp) -> dict:
+    """CuPy's reduction accelerators: with "cub" among them its full sum is CUB's."""
+    names = {1: "cub", 2: "cutensor", 3: "cutensornet"}
+    try:
+        from cupy._core import _accelerator
+        active = [names.get(int(a), str(a)) for a in _accelerator.get_reduction_accelerators()]
+    except Exception as err:  # a private module: say what happened instead
+        active = [f"unknown ({type(err).__name__})"]
+    return {"CUPY_ACCELERATORS": os.environ.get("CUPY_ACCELERATORS"), "active": active}
+
+
 def wall_time(cp, fn, reps=5, warmup=1) -> float:
     for _ in range(warmup):
         fn()
@@ -124,6 +138,7 @@ def main() -> None:
 
     data = datasets(cp, args.elements, 7)
     rows = []
+    reads = {}
     for dist, (offsets, content) in data.items():
         n = offsets.shape[0] - 1
         nbytes = content.nbytes + offsets.nbytes + 8 * n
@@ -135,7 +150,12 @@ def main() -> None:
                 kern = backends[strategy].kernel(contract, "float64")
                 calls[strategy] = lambda kern=kern: kern(offsets, content, *extra)
                 outs[(fname, strategy)] = cp.asnumpy(calls[strategy]())
+            if fname == "sum":  # the read anchor: CuPy's full reduction reads the content only
+                calls[READ] = lambda: cp.sum(content)
             times = anchor.timed(calls, reps=args.reps)
+            if READ in times:
+                t = times.pop(READ)
+                reads[dist] = {"bytes": content.nbytes, "seconds": t}
             for strategy, t in times.items():
                 rows.append({"dist": dist, "op": fname, "strategy": strategy, "lists": n,
                              "elements": int(content.shape[0]), "bytes": nbytes, "seconds": t})
@@ -161,6 +181,13 @@ def main() -> None:
         r["GBps"] = r["bytes"] / r["seconds"] / 1e9
         r["pct_copy"] = 100 * r["bytes"] / r["seconds"] / copy_bw
     result["kernels"] = rows
+    for dist, r in reads.items():
+        r["GBps"] = r["bytes"] / r["seconds"] / 1e9
+        r["pct_copy"] = 100 * r["bytes"] / r["seconds"] / copy_bw
+        print(f"{dist}: a read of the content alone (CuPy full sum) {r['GBps']:.0f} GB/s = "
+              f"{r['pct_copy']:.1f} % of copy", flush=True)
+    result["read"] = {"how": "cupy.sum over the content, timed in turns with the sums",
+                      "accelerators": _reduction_accelerators(cp), **reads}
 
     # -- launch-configuration variants (the strategy table's numbers come from these) -----------
     tuning = []

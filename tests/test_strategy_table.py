@@ -123,6 +123,15 @@ def test_hybrid_kernel_gets_its_own_launch_bound():
     assert S.plan("sm_90", launch="hybrid:block=64").per_list_plan().launch_of("hybrid").block == 64
     assert "gk_min_float64_hybrid" in unit.kernels
     assert "vector_load_128" in unit.promises["gk_min_float64_hybrid"]
+    # the lanes' read layout and tile width are compiled in, per op, and overridable
+    arg = S.unit_for(p, S.OPS_BY_CONTRACT["reduce_argmax"])
+    for u, op in ((unit, "min"), (arg, "argmax")):
+        assert u.defines["GK_HYBRID_INTERLEAVE"] == p.launch_of("hybrid", op).interleave == 1
+        assert u.defines["GK_HYBRID_ITEM_BYTES"] == p.launch_of("hybrid", op).item_bytes
+    stretch = S.plan("sm_90", launch="hybrid:interleave=0").per_list_plan()
+    assert S.unit_for(stretch, S.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_INTERLEAVE"] == 0
+    with pytest.raises(ValueError, match="interleave"):
+        S.Launch(interleave=2)
 
 
 def test_launch_overrides_and_block_rule(monkeypatch):

@@ -38,6 +38,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 _backends: dict = {}
+# the hybrid kernel's test strategies: launch fields over the table's own
+HYBRID_LAUNCH = {"hybrid": "", "hybrid-ordered": "lane_fold=0",
+                 "hybrid-stretch": "interleave=0"}
 
 
 @pytest.fixture(scope="session")
@@ -50,16 +53,17 @@ def gpu_backend_factory():
     (short lists one per lane, long ones by the whole wave, each lane folding its share of a
     long list's tiles), "hybrid-ordered" the hybrid kernel with one ordered wave reduction
     per tile (``lane_fold=0``, what the lane-folded kernel falls back to for min/max of
-    floats at zero)."""
+    floats at zero), "hybrid-stretch" the lane-folded kernel whose lanes read a contiguous
+    stretch of each tile each (``interleave=0``; the table's rows interleave them)."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     def make(strategy: str):
         if strategy not in _backends:
-            if strategy in ("per-list", "hybrid", "hybrid-ordered"):  # a naive-unit kernel
+            if strategy in ("per-list",) + tuple(HYBRID_LAUNCH):  # a naive-unit kernel
                 kernel = "tiled" if strategy == "per-list" else "hybrid"
                 launch = None
-                if strategy == "hybrid-ordered":
-                    launch = ";".join(f"{role}:lane_fold=0" for role in
+                if HYBRID_LAUNCH.get(strategy):
+                    launch = ";".join(f"{role}:{HYBRID_LAUNCH[strategy]}" for role in
                                       ("hybrid", "hybrid:argmin", "hybrid:argmax"))
                 _backends[strategy] = GPUBackend(strategy="fused", short_lists=float("inf"),
                                                  per_list_kernel=kernel, launch=launch)

@@ -22,7 +22,8 @@ from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random
 
 pytestmark = pytest.mark.gpu
 
-STRATEGIES = ["split", "fused", "naive", "per-list", "hybrid", "hybrid-ordered"]
+STRATEGIES = ["split", "fused", "naive", "per-list", "hybrid", "hybrid-ordered",
+              "hybrid-stretch"]
 FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzero", "any", "all"]
 
 

@@ -758,6 +758,14 @@ static_assert(GK_HYBRID_BLOCK % 64 == 0, "block sizes must be multiples of 64");
 #ifndef GK_HYBRID_LANE_FOLD
 #define GK_HYBRID_LANE_FOLD 1
 #endif
+// Interleaved lane folding (GK_HYBRID_INTERLEAVE, with GK_HYBRID_LANE_FOLD): the wave's
+// lanes read consecutive 16-byte vectors, so each load instruction of the wave reads one
+// contiguous run (512 bytes on 32 lanes), instead of each lane reading its own contiguous
+// stretch of the tile (a load instruction then touches every lane's stretch, 16 of each 64
+// bytes). A lane's positions still increase, so the lane merge is the same.
+#ifndef GK_HYBRID_INTERLEAVE
+#define GK_HYBRID_INTERLEAVE 0
+#endif
 template <class Op>
 __device__ __forceinline__ typename Op::acc_t wave_merge(const Op& op, typename Op::acc_t a) {
   typedef typename Op::acc_t A;
@@ -814,6 +822,46 @@ __device__ __forceinline__ typename Op::acc_t fold_stretch(const Op& op, typenam
   return part;
 }
 
+// Fold this lane's vectors of the wave-tile at rb (content_al positions, a multiple of the
+// vector width) into ``part``: vector c of lane l is the tile's vector c * warpSize + l.
+// Every load first, then the arithmetic; a vector wholly inside the list (without its head)
+// folds with no test. The list's bounds relative to the tile are computed once, clamped
+// to 32 bits (64-bit bounds per vector spilled the int32 sums at 40 registers).
+template <class Op, class T>
+__device__ __forceinline__ typename Op::acc_t fold_interleaved(const Op& op, typename Op::acc_t part,
+                                                               const gk_vec16* __restrict__ src,
+                                                               gk_i64 shift, gk_i64 ls, gk_i64 le,
+                                                               gk_i64 rb, gk_i64 last) {
+  typedef stream_shape<T> S;
+  const gk_i64 v0 = rb / S::VEC + gk_lane();  // this lane's first vector
+  gk_vec_view16<T> u[S::NV];
+#pragma unroll
+  for (int c = 0; c < S::NV; ++c) {
+    const gk_i64 av = (v0 + (gk_i64)c * warpSize) * S::VEC;
+    if (av < last) u[c].v = src[av / S::VEC]; else u[c].v = gk_vec16();
+  }
+  const gk_i64 t0 = rb - shift;                  // content position of the tile's first element
+  const gk_i64 span = (gk_i64)warpSize * S::ITEMS + 1;
+  const gk_i64 lo64 = ls - t0, hi64 = le - t0;   // the list in tile positions
+  const int tlo = (int)(lo64 < -1 ? -1 : (lo64 > span ? span : lo64));
+  const int thi = (int)(hi64 < -1 ? -1 : (hi64 > span ? span : hi64));
+#pragma unroll
+  for (int c = 0; c < S::NV; ++c) {
+    const int o = (c * warpSize + gk_lane()) * S::VEC;  // the vector's first element in the tile
+    const int dlo = tlo - o, dhi = thi - o;
+    const gk_i64 p = t0 + o;
+    if (dlo < 0 && dhi >= S::VEC) {
+#pragma unroll
+      for (int k = 0; k < S::VEC; ++k) part = op.fold(part, u[c].e[k], p + k, false);
+    } else {
+#pragma unroll
+      for (int k = 0; k < S::VEC; ++k)
+        if (k >= dlo && k < dhi) part = op.fold(part, u[c].e[k], p + k, k == dlo);
+    }
+  }
+  return part;
+}
+
 // Reduce the list [ls, le) with the whole wave (the result in every lane).
 template <class Op, class T>
 __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
@@ -831,7 +879,9 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
     // each lane folds its own stretch of every tile, one wave merge per list
     A part = op.identity();
     for (gk_i64 rb = first; rb < last; rb += E)
-      part = fold_stretch<Op, T>(op, part, src, shift, ls, le, rb, last);
+      // (one vector per lane, 1-byte values: the two layouts read the same addresses)
+      part = (GK_HYBRID_INTERLEAVE && S::NV > 1) ? fold_interleaved<Op, T>(op, part, src, shift, ls, le, rb, last)
+                                  : fold_stretch<Op, T>(op, part, src, shift, ls, le, rb, last);
     const A merged = wave_merge<Op>(op, part);
     if (!op.redo(merged)) return merged;
   }
