@@ -14,8 +14,6 @@ a warm-up over one chunk per core. ``--queries 1,2,3,4`` then ``--queries 5,6,7,
 --previous <first JSON>`` splits the run over two device calls (same seed, same file);
 ``--executor-budget SECONDS`` bounds each executor's share of a call (a query left when it
 is spent is recorded as not run: coffea's FuturesExecutor once took a whole call's share).
-``--executors placement,placement-hold,futures`` adds placement with
-``GPUExecutor(hold_unmeasured=True)`` beside the default placement.
 """
 
 from __future__ import annotations
@@ -131,8 +129,6 @@ def gpuexec_executor(mode: str, args):
         common["merge_on"] = args.merge_on
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
-    if mode == "placement-hold":  # chunks wait for the first results (hold_unmeasured)
-        return GPUExecutor(gpu_workers=args.gpu_workers, hold_unmeasured=True, **common)
     if mode == "all-gpu":
         return GPUExecutor(gpu_workers=args.gpu_workers, cpu_workers=0, **common)
     return GPUExecutor(gpu_workers=0, **common)  # all-cpu: CPU workers on every core
@@ -242,7 +238,7 @@ def main(argv=None) -> int:
                     entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
                                   "timing": call.timing(), "merged_tasks": len(call.merges),
                                   "fallbacks": len(call.fallbacks), "phases": call.phases})
-                    if name.startswith("placement") and ex.placement is not None:
+                    if name == "placement" and ex.placement is not None:
                         entry["placement"] = ex.placement.summary()
                         entry["decisions"] = ex.placement.decisions()
                 rows[number][name] = entry
@@ -298,11 +294,6 @@ def print_row(name: str, row: dict) -> None:
                   f"({100 * t['read'] / total:.0f}%), transfer {t['transfer']:.2f} s "
                   f"({100 * t['transfer'] / total:.0f}%), compute {t['compute']:.2f} s "
                   f"({100 * t['compute'] / total:.0f}%)")
-    if "placement" in ran and "placement-hold" in ran:
-        print(f"    placement-hold / placement: "
-              f"{row['placement-hold']['events_per_s'] / row['placement']['events_per_s']:.2f}x "
-              f"(makespan {row['placement-hold']['makespan']:.2f} vs "
-              f"{row['placement']['makespan']:.2f} s)")
     if "placement_vs_best_single" in row:
         print(f"    makespan: placement {row['placement']['makespan']:.2f} s, all-CPU "
               f"{row['all-cpu']['makespan']:.2f} s, all-GPU {row['all-gpu']['makespan']:.2f} s "

@@ -701,10 +701,6 @@ class GPUExecutor(ExecutorBase):
             submission: each chunk is placed when its pool has room, as earlier ones
             complete; a GPU task counts ``gpu_merge`` chunks). A call with one CPU pool
             (no placement) submits every chunk at once.
-        hold_unmeasured: while no pool has a measured task, keep chunks pending once every
-            pool holds a task per slot, instead of binding the rest of a short run by slot
-            counts before any result (``Placement(hold_unmeasured=...)``). Off by default:
-            not yet measured on a GPU host (docs/executor.md, fourteenth session).
         gpu_lost_after: seconds without any worker of a GPU pool before its chunks are
             moved to CPU workers.
         memory_limit: per embedded worker ("auto": a share of the machine's memory).
@@ -743,7 +739,6 @@ class GPUExecutor(ExecutorBase):
     probe: int = 0
     gpu_merge: int = 4
     window: float = 2.0
-    hold_unmeasured: bool = False
     gpu_lost_after: float = 5.0
     memory_limit: str | int | float = "auto"
     dashboard_address: str = "127.0.0.1:8787"
@@ -961,8 +956,7 @@ class GPUExecutor(ExecutorBase):
 
         return Placement.from_pools(pools.values(), self._calibration(client, pools),
                                     gpu_merge=self.gpu_merge, crossover=self.crossover,
-                                    probe=self.probe, unmeasured_depth=1, depth=self.window,
-                                    hold_unmeasured=self.hold_unmeasured)
+                                    probe=self.probe, unmeasured_depth=1, depth=self.window)
 
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):

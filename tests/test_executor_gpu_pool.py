@@ -240,20 +240,6 @@ def test_a_lost_runs_event_is_fetched_instead(executor, tt_reference, monkeypatc
     assert all(d["actual_seconds"] is not None for d in ex.placement.decisions())
 
 
-def test_chunks_held_back_until_a_pool_is_measured_lose_nothing(executor, tt_reference):
-    """``hold_unmeasured=True``: before the first result each pool gets one task per slot
-    and the other chunks wait (none is bound by slot counts); the run ends with every
-    chunk processed once and the same output."""
-    ex = executor.copy(hold_unmeasured=True)
-    out = runner(ex, chunksize=10)({"TT": [TT]}, DimuonProcessor(), treename="Events")
-    assert_same_output(out, tt_reference)
-    call = ex.report.processing
-    assert call.processed == call.expected == 200
-    decisions = ex.placement.decisions()
-    assert len(decisions) == 20 and all(d["actual_seconds"] is not None for d in decisions)
-    assert not any("fewest queued per slot" in d["reason"] for d in decisions)
-
-
 def test_a_chunk_failing_on_the_gpu_pool_is_retried_on_a_cpu_worker(executor, tt_reference):
     ex = executor.copy(probe=3)
     out = runner(ex, chunksize=20)({"TT": [TT]}, OOMOnGPU(), treename="Events")

@@ -321,20 +321,12 @@ class Placement:
     a prediction made while every slot is busy cannot commit the rest of the run to one
     queue (seen on the H200, ADL Q8: 60 chunks queued on 4 CPU slots while 24 GPU slots
     sat idle for the last second of the run);
-    ``hold_unmeasured`` (with ``unmeasured_depth``): while no pool has an observation, a
-    chunk whose pool already holds ``unmeasured_depth`` tasks per slot waits (``assign``
-    with ``may_wait`` returns None) instead of going to the pool with the fewest queued
-    per slot, so the first results decide where the rest of the run goes (the H200 runs of
-    ADL Q6 at 5M events bound all 100 chunks in their first 15 ms: CPU workers' second
-    chunks, 0.3-0.5 s each, ended after the GPU pool's last task). Off by default: not yet
-    measured on a GPU host;
     ``clock``: seconds since the run started (default: a monotonic clock started now),
     used when ``now`` is not passed."""
 
     def __init__(self, pools: Iterable[Pool], *, crossover: float | None = None,
                  probe: int = 0, explore: bool = True, unmeasured_depth: int | None = None,
-                 depth: float | None = None, hold_unmeasured: bool = False,
-                 clock: Callable[[], float] | None = None):
+                 depth: float | None = None, clock: Callable[[], float] | None = None):
         self.pools = {p.name: p for p in pools}
         if not self.pools:
             raise ValueError("placement needs at least one pool")
@@ -347,9 +339,6 @@ class Placement:
         if depth is not None and not depth > 0:
             raise ValueError(f"depth must be > 0 or None, got {depth}")
         self.depth = depth
-        if hold_unmeasured and unmeasured_depth is None:
-            raise ValueError("hold_unmeasured needs an unmeasured_depth")
-        self.hold_unmeasured = bool(hold_unmeasured)
         if clock is None:
             start = time.monotonic()
             clock = lambda: time.monotonic() - start  # noqa: E731
@@ -435,15 +424,6 @@ class Placement:
             return math.inf
         p = self.pools[pool]
         return max(p.slots, math.ceil(self.depth * p.slots)) * p.merge
-
-    def _held_back(self, pool: str) -> bool:
-        """``hold_unmeasured``: no pool measured yet and ``pool`` holds its unmeasured
-        depth of tasks per slot."""
-        if not self.hold_unmeasured or len(self.pools) < 2:
-            return False
-        if any(p.model.observations for p in self.pools.values()):
-            return False
-        return self._tasks_per_slot(pool) >= self.unmeasured_depth
 
     def _tasks_per_slot(self, pool: str) -> float:
         """Tasks assigned to ``pool`` and not yet observed, per slot (a merging pool's
@@ -570,7 +550,7 @@ class Placement:
                              f"(to {self._records[chunk.id].pool})")
         now = self._now(now)
         pool, reason = self.choose(chunk, now, backlog_events)
-        if may_wait and (self._queued(pool) >= self.capacity(pool) or self._held_back(pool)):
+        if may_wait and self._queued(pool) >= self.capacity(pool):
             return None
         self._enqueue(chunk, pool, reason, now)
         return pool
