@@ -219,7 +219,12 @@ def main() -> None:
     # -- through the public API (validation and wrapping included) ------------------------------
     # every op as a physicist calls it (min/max/argmin/argmax with their default option
     # type: the per-list kernels write its mask in their pass) and, for those, without it
+    # (31 calls each: with 11 the same kernel behind sum and prod differed by up to 9 us).
+    # Beside them, what a call costs apart from its kernel: the buffer-level kernel call
+    # with a sync on the same data, and a launch + sync of the same kernel on one list
     api = {}
+    one = (cp.asarray([0, 1], dtype=cp.int64), cp.zeros(1, dtype=cp.float64))
+    sum_kernel = default.kernel("reduce_sum", "float64")
     for dist, (offsets, content) in data.items():
         arr = ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets),
                                                    ak.contents.NumpyArray(content)))
@@ -227,10 +232,13 @@ def main() -> None:
         for fname, _ in OPS:
             fn = getattr(gk, fname)
             api[dist][f"gk.{fname}"] = wall_time(cp, lambda: fn(arr, axis=1, backend=default),
-                                                 reps=11)
+                                                 reps=31)
             if fname in ("min", "max", "argmin", "argmax"):
                 api[dist][f"gk.{fname}(mask_identity=False)"] = wall_time(
-                    cp, lambda: fn(arr, axis=1, backend=default, mask_identity=False), reps=11)
+                    cp, lambda: fn(arr, axis=1, backend=default, mask_identity=False), reps=31)
+        api[dist]["kernel call reduce_sum"] = wall_time(
+            cp, lambda: sum_kernel(offsets, content), reps=31)
+    api["launch + sync, one list"] = wall_time(cp, lambda: sum_kernel(*one), reps=201)
     result["api_wall_seconds"] = api
 
     # -- awkward's own "cuda" backend ----------------------------------------------------------
@@ -349,6 +357,14 @@ def main() -> None:
             if bare is not None:
                 line += f" (no mask {1e3 * bare:.3f})"
         print(line)
+    # where a public call's time goes beyond its kernel's device time (sum)
+    for dist in data:
+        k = by[(dist, "sum", default.strategy)]["seconds"]
+        a = api[dist]
+        print(f"{dist} sum: public {1e6 * a['gk.sum']:.0f} us = kernel {1e6 * k:.0f} us (device, "
+              f"back to back) + {1e6 * (a['gk.sum'] - k):.0f}; buffer-level call with a sync "
+              f"{1e6 * a['kernel call reduce_sum']:.0f} us; launch + sync of one list "
+              f"{1e6 * api['launch + sync, one list']:.0f} us")
     print("\ncall floor:", json.dumps(floor))
     print("awkward cuda not run:", {k: v["not_run"][:80] for k, v in awk.items() if "not_run" in v})
     print("agreement between strategies:", all(r.get("agrees", True) for r in rows))
