@@ -766,6 +766,12 @@ static_assert(GK_HYBRID_BLOCK % 64 == 0, "block sizes must be multiples of 64");
 #ifndef GK_HYBRID_INTERLEAVE
 #define GK_HYBRID_INTERLEAVE 0
 #endif
+// Short lists, one per lane: GK_HYBRID_SHORT_BATCH elements are loaded (guarded) before any
+// is folded. In order issue, a load followed by its fold waits a memory latency per
+// element; batched, a list of up to that many elements waits one.
+#ifndef GK_HYBRID_SHORT_BATCH
+#define GK_HYBRID_SHORT_BATCH 1
+#endif
 template <class Op>
 __device__ __forceinline__ typename Op::acc_t wave_merge(const Op& op, typename Op::acc_t a) {
   typedef typename Op::acc_t A;
@@ -913,7 +919,15 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
       out[r] = op.empty();
     } else {
       typename Op::acc_t acc = op.identity();
-      for (gk_i64 a = s; a < e; ++a) acc = op.fold(acc, content_al[a + shift], a, a == s);
+      for (gk_i64 a = s; a < e; a += GK_HYBRID_SHORT_BATCH) {
+        T v[GK_HYBRID_SHORT_BATCH];
+#pragma unroll
+        for (int k = 0; k < GK_HYBRID_SHORT_BATCH; ++k)
+          v[k] = (a + k < e) ? content_al[a + k + shift] : T(0);
+#pragma unroll
+        for (int k = 0; k < GK_HYBRID_SHORT_BATCH; ++k)
+          if (a + k < e) acc = op.fold(acc, v[k], a + k, a + k == s);
+      }
       out[r] = op.finalize(acc, off, r);
     }
   }
