@@ -882,12 +882,14 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
   const gk_i64 last = le + shift;
 #if GK_HYBRID_LANE_FOLD
   {
-    // each lane folds its own stretch of every tile, one wave merge per list
+    // each lane folds its share of every tile (its vectors interleaved with the other
+    // lanes', or its own stretch), one wave merge per list. With one vector per lane
+    // (1-byte values) the two layouts read the same addresses: the stretch code runs
+    constexpr bool interleaved = GK_HYBRID_INTERLEAVE && S::NV > 1;
     A part = op.identity();
     for (gk_i64 rb = first; rb < last; rb += E)
-      // (one vector per lane, 1-byte values: the two layouts read the same addresses)
-      part = (GK_HYBRID_INTERLEAVE && S::NV > 1) ? fold_interleaved<Op, T>(op, part, src, shift, ls, le, rb, last)
-                                  : fold_stretch<Op, T>(op, part, src, shift, ls, le, rb, last);
+      part = interleaved ? fold_interleaved<Op, T>(op, part, src, shift, ls, le, rb, last)
+                         : fold_stretch<Op, T>(op, part, src, shift, ls, le, rb, last);
     const A merged = wave_merge<Op>(op, part);
     if (!op.redo(merged)) return merged;
   }
