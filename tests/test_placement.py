@@ -428,4 +428,3 @@ def test_a_simulated_run_with_a_depth_holds_chunks_back_and_loses_none():
     assert max(seen) <= 1.0
     assert sum(v["events"] for v in run.pools.values()) == 100 * 50_000
     assert len(policy.decisions()) == 100
-

@@ -1,7 +1,8 @@
 """Differential tests of the GPU reductions against awkward on the host: every public
 reduction x dtype x layout x strategy (split, fused, naive, "per-list": the tiled
 one-list-per-thread kernel the flattened strategies may use for short lists, and "hybrid":
-short lists one per lane, long ones streamed by the wave). Integers,
+short lists one per lane, long ones streamed by the wave, with its "hybrid-ordered" and
+"hybrid-stretch" variants, conftest.HYBRID_LAUNCH). Integers,
 counts, min/max and arg-reductions must be identical (values, types, option structure);
 float sum/prod agree within the summation error bound |got - want| <= n * eps * sum|x|
 (prod: n * eps * |want|) per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
