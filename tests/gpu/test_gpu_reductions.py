@@ -405,6 +405,22 @@ def test_out_of_memory_in_a_reduction_names_kernel_and_bytes(strategy, gpu_backe
     assert info.value.nbytes == 8 * n
 
 
+def test_failed_launch_names_the_kernel(gpu_backend_factory):
+    import cupy as cp
+
+    from gpuexec.kernels.gpu import GPUCallError
+    from gpuexec.kernels.gpu import strategies as S
+
+    be = gpu_backend_factory("fused")
+    offsets = cp.arange(11, dtype=np.int64)
+    out = cp.empty(10, dtype=np.int64)
+    fn = be._functions(S.OPS_BY_CONTRACT["reduce_count"])["gk_count"]
+    with pytest.raises(GPUCallError) as info:  # no device runs 2048 threads per block
+        be._launch("gk_count", fn, 1, 2048, (offsets.data.ptr, 10, out.data.ptr))
+    assert "gk_count" in str(info.value) and "block 2048" in str(info.value)
+    assert info.value.code is not None
+
+
 # -- host input, placement, call floor -----------------------------------------------------------
 def test_host_array_with_cuda_backend_is_staged_and_stays_on_device(gpu_backend_factory):
     be = gpu_backend_factory("fused")

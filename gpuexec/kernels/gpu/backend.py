@@ -21,7 +21,7 @@ import numpy as np
 from gpuexec.kernels.stats import record_kernel
 from gpuexec.kernels.backend import Backend
 from gpuexec.kernels.gpu import strategies as S
-from gpuexec.kernels.gpu.errors import DeviceOutOfMemory
+from gpuexec.kernels.gpu.errors import DeviceOutOfMemory, GPUCallError
 from gpuexec.kernels.gpu.runtime import Runtime
 
 # bytes of one carried partial (the widest accumulator: an (value, int64 index) pair)
@@ -228,7 +228,12 @@ class GPUBackend(Backend):
 
     def _launch(self, name: str, fn, grid: int, block: int, args: tuple) -> None:
         stream = self._cp.cuda.get_current_stream().ptr
-        self.runtime.launch(fn, grid, block, args, stream)
+        try:
+            self.runtime.launch(fn, grid, block, args, stream)
+        except GPUCallError as err:
+            # the binding knows only the driver call; the kernel and its shape are here
+            raise GPUCallError(f"launching {name} (grid {grid} x block {block}) on "
+                               f"{self.device.arch}: {err}", code=err.code) from err
         record_kernel(name)
 
     # what launchers.Launchers needs (the indexing and structure families)
