@@ -73,17 +73,24 @@ def wall_time(cp, fn, reps=5, warmup=1) -> float:
     return float(np.median(times))
 
 
-def datasets(cp, elements: int, seed: int):
+def datasets(cp, elements: int, seed: int, names=("poisson5", "mixed")):
+    """{name: (offsets, content)} of about ``elements`` float64 each: "poisson5" (and any
+    "poisson<k>": lists of Poisson(k) lengths) and "mixed" (90 % Poisson(3), 10 % uniform
+    100..2000)."""
     rs = cp.random.RandomState(seed)
     out = {}
-    n = elements // 5
-    counts = rs.poisson(5.0, size=n).astype(cp.int64)
-    out["poisson5"] = counts
-    mean_mixed = 0.9 * 3 + 0.1 * (100 + 2000) / 2
-    n = int(elements / mean_mixed)
-    long = rs.random_sample(n) < 0.1
-    counts = cp.where(long, rs.randint(100, 2001, size=n), rs.poisson(3.0, size=n)).astype(cp.int64)
-    out["mixed"] = counts
+    for name in names:
+        if name == "mixed":
+            mean_mixed = 0.9 * 3 + 0.1 * (100 + 2000) / 2
+            n = int(elements / mean_mixed)
+            long = rs.random_sample(n) < 0.1
+            out[name] = cp.where(long, rs.randint(100, 2001, size=n),
+                                 rs.poisson(3.0, size=n)).astype(cp.int64)
+        elif name.startswith("poisson"):
+            k = float(name[len("poisson"):])
+            out[name] = rs.poisson(k, size=int(elements / k)).astype(cp.int64)
+        else:
+            raise ValueError(f"unknown list-length distribution {name!r}")
     data = {}
     for name, counts in out.items():
         offsets = cp.zeros(counts.shape[0] + 1, dtype=cp.int64)

@@ -4,10 +4,11 @@ launch and kernel choices come from these).
 Each variant is a label and the keyword arguments of a ``GPUBackend`` (strategy,
 ``launch`` overrides such as ``"hybrid:block=64,min_blocks=20"``, ``short_lists``,
 ``per_list_kernel``, ``long_list_kernel``). For 100M elements in Poisson(5) lists and in
-mixed lengths (the data of gpu_reduce.py), float64 and int64, it times sum, max,
-count_nonzero and argmax under every variant, the variants and a device copy timed in turns
-(``_gputime.CopyAnchor``), as % of the copy bandwidth measured in the same run (bytes
-= content + offsets + output), and checks each result against the first variant's.
+mixed lengths (the data of gpu_reduce.py; ``--dists`` names others), float64 and int64,
+it times sum, max, count_nonzero and argmax under every variant, the variants and a
+device copy timed in turns (``_gputime.CopyAnchor``), as % of the copy bandwidth measured
+in the same run (bytes = content + offsets + output), and checks each result against the
+first variant's.
 
     python benchmarks/gpu_reduce_sweep.py '[["shipped", {}], ["hybrid 64x20",
         {"strategy": "fused", "short_lists": 1e9, "per_list_kernel": "hybrid",
@@ -38,6 +39,8 @@ def main() -> None:
     ap.add_argument("variants", help="JSON list of [label, GPUBackend keyword arguments], or a file")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_reduce_sweep.json"))
     ap.add_argument("--elements", type=int, default=100_000_000)
+    ap.add_argument("--dists", default="poisson5,mixed",
+                    help="list-length distributions (gpu_reduce.datasets: poisson<k>, mixed)")
     args = ap.parse_args()
     text = args.variants
     variants = json.loads(open(text).read() if os.path.exists(text) else text)
@@ -46,7 +49,7 @@ def main() -> None:
 
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    data = datasets(cp, args.elements, 7)
+    data = datasets(cp, args.elements, 7, args.dists.split(","))
     anchor = CopyAnchor(cp, args.elements)
     backends = {label: GPUBackend(**kwargs) for label, kwargs in variants}
     device = next(iter(backends.values())).device

@@ -129,12 +129,17 @@ def test_hybrid_kernel_gets_its_own_launch_bound():
         assert u.defines["GK_HYBRID_INTERLEAVE"] == p.launch_of("hybrid", op).interleave == 1
         assert u.defines["GK_HYBRID_ITEM_BYTES"] == p.launch_of("hybrid", op).item_bytes
         assert u.defines["GK_HYBRID_SHORT_BATCH"] == p.launch_of("hybrid", op).short_batch == 8
+        assert u.defines["GK_HYBRID_GROUP"] == p.launch_of("hybrid", op).group == 8
     stretch = S.plan("sm_90", launch="hybrid:interleave=0").per_list_plan()
     assert S.unit_for(stretch, S.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_INTERLEAVE"] == 0
     with pytest.raises(ValueError, match="interleave"):
         S.Launch(interleave=2)
     with pytest.raises(ValueError, match="short_batch"):
         S.Launch(short_batch=3)
+    whole = S.plan("sm_90", launch="hybrid:group=1").per_list_plan()
+    assert S.unit_for(whole, S.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_GROUP"] == 1
+    with pytest.raises(ValueError, match="group"):
+        S.Launch(group=3)
 
 
 def test_launch_overrides_and_block_rule(monkeypatch):

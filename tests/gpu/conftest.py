@@ -40,7 +40,8 @@ def pytest_collection_modifyitems(config, items):
 _backends: dict = {}
 # the hybrid kernel's test strategies: launch fields over the table's own
 HYBRID_LAUNCH = {"hybrid": "", "hybrid-ordered": "lane_fold=0",
-                 "hybrid-stretch": "interleave=0"}
+                 "hybrid-stretch": "interleave=0", "hybrid-whole-wave": "group=1",
+                 "hybrid-group4": "group=4,interleave=0"}
 
 
 @pytest.fixture(scope="session")
@@ -50,11 +51,14 @@ def gpu_backend_factory():
     ``long_list_kernel="flat"`` turn off the table's per-list mappings (which have their
     own test), so the test arrays exercise the flattened kernels; "per-list" runs the
     tiled one-list-per-thread kernel on every input instead, "hybrid" the hybrid kernel
-    (short lists one per lane, long ones by the whole wave, each lane folding its share of a
-    long list's tiles), "hybrid-ordered" the hybrid kernel with one ordered wave reduction
+    (short lists one per lane, medium ones by groups of lanes, longer ones by the whole wave,
+    each lane folding its share of a list's tiles), "hybrid-ordered" the hybrid kernel with one ordered wave reduction
     per tile (``lane_fold=0``, what the lane-folded kernel falls back to for min/max of
     floats at zero), "hybrid-stretch" the lane-folded kernel whose lanes read a contiguous
-    stretch of each tile each (``interleave=0``; the table's rows interleave them)."""
+    stretch of each tile each (``interleave=0``; the table's rows interleave them),
+    "hybrid-whole-wave" the whole wave streaming medium lists too (``group=1``; the table
+    gives them 8 lanes each) and "hybrid-group4" medium lists 4 lanes each, longer ones
+    read in stretches."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     def make(strategy: str):

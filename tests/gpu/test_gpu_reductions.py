@@ -1,9 +1,10 @@
 """Differential tests of the GPU reductions against awkward on the host: every public
 reduction x dtype x layout x strategy (split, fused, naive, "per-list": the tiled
 one-list-per-thread kernel the flattened strategies may use for short lists, and "hybrid":
-short lists one per lane, long ones streamed by the wave, with its "hybrid-ordered" and
-"hybrid-stretch" variants, conftest.HYBRID_LAUNCH). Integers,
-counts, min/max and arg-reductions must be identical (values, types, option structure);
+short lists one per lane, medium ones by groups of lanes, longer ones streamed by the wave,
+with its "hybrid-ordered", "hybrid-stretch", "hybrid-whole-wave" and "hybrid-group4"
+variants, conftest.HYBRID_LAUNCH). Integers, counts, min/max and arg-reductions must be
+identical (values, types, option structure);
 float sum/prod agree within the summation error bound |got - want| <= n * eps * sum|x|
 (prod: n * eps * |want|) per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
 products can leave the normal range) are compared for NaN-ness only."""
@@ -24,7 +25,7 @@ from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random
 pytestmark = pytest.mark.gpu
 
 STRATEGIES = ["split", "fused", "naive", "per-list", "hybrid", "hybrid-ordered",
-              "hybrid-stretch"]
+              "hybrid-stretch", "hybrid-whole-wave", "hybrid-group4"]
 FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzero", "any", "all"]
 
 

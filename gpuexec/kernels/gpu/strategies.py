@@ -111,6 +111,10 @@ class Launch:
     interleave: int = 0
     # hybrid: elements of a short list (one per lane) loaded before any is folded
     short_batch: int = 1
+    # hybrid, with lane_fold: lanes per medium list (a long list of at most half a
+    # wave-tile), the wave reducing wave-width / group of them at a time (1: the whole wave
+    # streams every long list)
+    group: int = 1
 
     def __post_init__(self):
         if self.block % 64 or not 64 <= self.block <= 1024:
@@ -123,6 +127,8 @@ class Launch:
             raise ValueError(f"interleave must be 0 or 1, got {self.interleave}")
         if self.short_batch not in (1, 2, 4, 8):
             raise ValueError(f"short_batch must be 1, 2, 4 or 8, got {self.short_batch}")
+        if self.group not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"group must be a power of two up to 32, got {self.group}")
 
 
 @dataclass(frozen=True)
@@ -228,9 +234,19 @@ ARCHES: tuple[ArchRow, ...] = (
              # without interleaving 73-77, interleaved 64 bytes 76-85. A lane loads 8
              # elements of its short list before folding any (short_batch): +0.1 to +0.9
              # points on all eight mixed-length cells of one sweep (4: -0.2 to +0.6)
-             "hybrid": Launch(128, 128, 8, interleave=1, short_batch=8),
-             "hybrid:argmin": Launch(64, 128, 16, interleave=1, short_batch=8),
-             "hybrid:argmax": Launch(64, 128, 16, interleave=1, short_batch=8)},
+             # Since the sixteenth session medium lists (33 to half a wave-tile: 256
+             # float64) go 8 lanes each (group), 4 lists at a time; the kernel then needs
+             # <= 72 registers (7 blocks of 128, arg 14 of 64; at 8 of 128 float64 sum
+             # spilled and lost 6 points). 100M float64 / int64, % of copy, one sweep in
+             # turns (gpu_reduce_sweep_s16_group_h200.json), the whole wave per long list
+             # against group 8: Poisson(64) lists sum 27.1 / 25.8 -> 83.9 / 83.2, max
+             # 25.1 / 22.5 -> 84.3 / 75.2, count_nonzero 22.3 / 24.0 -> 73.8 / 75.8,
+             # argmax 17.6 / 16.8 -> 63.4 / 59.5; Poisson(200) 51-79 -> 90-96; mixed
+             # lengths within 0.5 point except argmax 83.8 / 83.3 -> 81.8 / 82.3. Group 4:
+             # Poisson(64) 68-90, Poisson(200) 86-92; group 16: 33-50 and 87-98
+             "hybrid": Launch(128, 128, 7, interleave=1, short_batch=8, group=8),
+             "hybrid:argmin": Launch(64, 128, 14, interleave=1, short_batch=8, group=8),
+             "hybrid:argmax": Launch(64, 128, 14, interleave=1, short_batch=8, group=8)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
             # length 5, 3x slower at mean length 108 (gpu_reduce_s5_h200.json)
             {"argmin": 16, "argmax": 16, "*": 8},
@@ -533,6 +549,7 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_LANE_FOLD"] = hyb.lane_fold
         defines["GK_HYBRID_INTERLEAVE"] = hyb.interleave
         defines["GK_HYBRID_SHORT_BATCH"] = hyb.short_batch
+        defines["GK_HYBRID_GROUP"] = hyb.group
     promises: dict[str, set] = {}
     kernels: list[str] = []
     for role, names in kernel_names(op, st).items():

@@ -724,16 +724,21 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 }
 
 // hybrid: a wave takes W consecutive lists (one batch). A list of at most GK_LONG_LIST
-// elements is reduced by its own lane, like naive; a longer one by the whole wave, one
-// after another, streaming it in wave-tiles of W * GK_HYBRID_ITEM_BYTES with 128-bit loads
-// and an ordered wave reduction per tile. On mixed lengths (many short lists, a few long
+// elements is reduced by its own lane, like naive; a medium one by a group of lanes
+// (GK_HYBRID_GROUP, below); a longer one by the whole wave, one after another, streaming
+// it in wave-tiles of W * GK_HYBRID_ITEM_BYTES with 128-bit loads (lane-folded, or an
+// ordered wave reduction per tile). On mixed lengths (many short lists, a few long
 // ones holding most of the content) neither per-list mapping alone serves: one thread per
 // list serialises the long lists, one wave per list idles on the short ones; the flattened
 // walk serves both but its segmented scan costs registers. This kernel keeps registers
 // low (its own launch bound, GK_HYBRID_MIN_BLOCKS) so that many waves are in flight.
 // (Tried on the H200 and dropped: asking the next long list into L2 while streaming the
 // current one, and a test-free loop for tiles wholly inside the list: mixed-length sum
-// fell from 78.5 % to 60 % of copy bandwidth.)
+// fell from 78.5 % to 60 % of copy bandwidth. Sixteenth session, mixed lengths, % of copy:
+// asking the next long list's first tile before merging the lanes of the last one, +0.3
+// to +1.3 points on seven cells and -5.9 on int64 sum; two or four batches per wave, each
+// lane loading the bounds and first elements of all its lists before folding any, 2 to
+// 12 points slower on all eight.)
 #ifndef GK_LONG_LIST
 #define GK_LONG_LIST 32
 #endif
@@ -772,6 +777,18 @@ static_assert(GK_HYBRID_BLOCK % 64 == 0, "block sizes must be multiples of 64");
 #ifndef GK_HYBRID_SHORT_BATCH
 #define GK_HYBRID_SHORT_BATCH 1
 #endif
+// Medium lists in groups (GK_HYBRID_GROUP = G > 1): a long list of at most half a
+// wave-tile is reduced by G lanes, W / G such lists at a time, each group streaming its list
+// in group-tiles of G * GK_HYBRID_ITEM_BYTES (interleaved, lane-folded, merged within the
+// group); the wave streams only the longer ones. Streamed by the whole wave, a list of 64
+// float64 is one vector per lane, and a wave of such lists waits one memory latency per
+// list (H200, 100M float64 in lists of 64: 26 % of a plain read, gpu_stream_probe.py).
+#ifndef GK_HYBRID_GROUP
+#define GK_HYBRID_GROUP 1
+#endif
+static_assert(GK_HYBRID_GROUP >= 1 && GK_HYBRID_GROUP <= 32 &&
+              (GK_HYBRID_GROUP & (GK_HYBRID_GROUP - 1)) == 0,
+              "GK_HYBRID_GROUP must be a power of two up to 32");
 template <class Op>
 __device__ __forceinline__ typename Op::acc_t wave_merge(const Op& op, typename Op::acc_t a) {
   typedef typename Op::acc_t A;
@@ -833,27 +850,30 @@ __device__ __forceinline__ typename Op::acc_t fold_stretch(const Op& op, typenam
 // Every load first, then the arithmetic; a vector wholly inside the list (without its head)
 // folds with no test. The list's bounds relative to the tile are computed once, clamped
 // to 32 bits (64-bit bounds per vector spilled the int32 sums at 40 registers).
+// The tile may also be a group's: ``lanes`` lanes (the wave's or a group's), this one the
+// k-th of them.
 template <class Op, class T>
 __device__ __forceinline__ typename Op::acc_t fold_interleaved(const Op& op, typename Op::acc_t part,
                                                                const gk_vec16* __restrict__ src,
                                                                gk_i64 shift, gk_i64 ls, gk_i64 le,
-                                                               gk_i64 rb, gk_i64 last) {
+                                                               gk_i64 rb, gk_i64 last, int lanes,
+                                                               int k) {
   typedef stream_shape<T> S;
-  const gk_i64 v0 = rb / S::VEC + gk_lane();  // this lane's first vector
+  const gk_i64 v0 = rb / S::VEC + k;  // this lane's first vector
   gk_vec_view16<T> u[S::NV];
 #pragma unroll
   for (int c = 0; c < S::NV; ++c) {
-    const gk_i64 av = (v0 + (gk_i64)c * warpSize) * S::VEC;
+    const gk_i64 av = (v0 + (gk_i64)c * lanes) * S::VEC;
     if (av < last) u[c].v = src[av / S::VEC]; else u[c].v = gk_vec16();
   }
   const gk_i64 t0 = rb - shift;                  // content position of the tile's first element
-  const gk_i64 span = (gk_i64)warpSize * S::ITEMS + 1;
+  const gk_i64 span = (gk_i64)lanes * S::ITEMS + 1;
   const gk_i64 lo64 = ls - t0, hi64 = le - t0;   // the list in tile positions
   const int tlo = (int)(lo64 < -1 ? -1 : (lo64 > span ? span : lo64));
   const int thi = (int)(hi64 < -1 ? -1 : (hi64 > span ? span : hi64));
 #pragma unroll
   for (int c = 0; c < S::NV; ++c) {
-    const int o = (c * warpSize + gk_lane()) * S::VEC;  // the vector's first element in the tile
+    const int o = (c * lanes + k) * S::VEC;  // the vector's first element in the tile
     const int dlo = tlo - o, dhi = thi - o;
     const gk_i64 p = t0 + o;
     if (dlo < 0 && dhi >= S::VEC) {
@@ -888,7 +908,8 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
     constexpr bool interleaved = GK_HYBRID_INTERLEAVE && S::NV > 1;
     A part = op.identity();
     for (gk_i64 rb = first; rb < last; rb += E)
-      part = interleaved ? fold_interleaved<Op, T>(op, part, src, shift, ls, le, rb, last)
+      part = interleaved ? fold_interleaved<Op, T>(op, part, src, shift, ls, le, rb, last,
+                                                   warpSize, gk_lane())
                          : fold_stretch<Op, T>(op, part, src, shift, ls, le, rb, last);
     const A merged = wave_merge<Op>(op, part);
     if (!op.redo(merged)) return merged;
@@ -900,6 +921,55 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
         op, fold_stretch<Op, T>(op, op.identity(), src, shift, ls, le, rb, last)));
   return acc;
 }
+
+#if GK_HYBRID_GROUP > 1 && GK_HYBRID_LANE_FOLD
+// Reduce the lists of the lanes in ``mediums`` (bounds in s, e) in rounds, W / G at a time
+// with G = GK_HYBRID_GROUP lanes each. Returns the lanes whose lists must be walked again
+// in order (Op::redo).
+template <class Op, class T>
+__device__ __forceinline__ gk_lanemask_t medium_lists(const Op& op, const gk_i64* __restrict__ off,
+                                                      const T* __restrict__ content_al,
+                                                      gk_i64 shift, gk_i64 s, gk_i64 e, gk_i64 q,
+                                                      typename Op::out_t* __restrict__ out,
+                                                      gk_lanemask_t mediums) {
+  typedef typename Op::acc_t A;
+  typedef stream_shape<T> S;
+  constexpr int G = GK_HYBRID_GROUP;
+  const int lane = gk_lane(), g = lane / G, k = lane % G;
+  const gk_vec16* src = reinterpret_cast<const gk_vec16*>(content_al);
+  gk_lanemask_t redo = 0;
+  while (mediums != 0) {
+    // this round: group i takes the i-th lane of ``mediums``
+    const gk_lanemask_t before = mediums;
+    int taken = -1;                        // the lane whose list this lane's group takes
+    for (int i = 0; i < warpSize / G && mediums != 0; ++i) {
+      if (i == g) taken = __ffsll((long long)mediums) - 1;
+      mediums &= mediums - 1;
+    }
+    // (every shuffle by every lane: a lane left out of one may be the one read)
+    const int from = taken < 0 ? lane : taken;
+    const gk_i64 ls = gk_shfl(s, from), le_taken = gk_shfl(e, from);
+    const gk_i64 le = taken < 0 ? ls : le_taken;
+    const gk_i64 last = le + shift;
+    const gk_i64 first = taken < 0 ? last : ((ls + shift) / S::VEC) * S::VEC;
+    A part = op.identity();
+    for (gk_i64 rb = first; gk_ballot(rb < last) != 0; rb += (gk_i64)G * S::ITEMS)
+      part = fold_interleaved<Op, T>(op, part, src, shift, ls, le, rb, last, G, k);
+    // a group's lanes into its first one (the lanes above read a neighbour's, unused)
+    for (int d = G / 2; d > 0; d >>= 1) part = op.merge(part, shfl<A>::down(part, d));
+    const bool again = taken >= 0 && k == 0 && op.redo(part);
+    if (taken >= 0 && k == 0 && !again) out[q + taken] = op.finalize(part, off, q + taken);
+    // which of the round's lists must be walked again: each lane asks the first lane of the
+    // group that took its list (its rank among the round's lanes)
+    const gk_lanemask_t round = before & ~mediums;
+    const bool in_round = (round >> lane) & 1;
+    const int rank = __popcll(round & (((gk_lanemask_t)1 << lane) - 1));
+    const int leader_again = gk_shfl((int)again, in_round ? rank * G : lane);
+    redo |= gk_ballot(in_round && leader_again != 0);
+  }
+  return redo;
+}
+#endif
 
 template <class Op, class T>
 __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
@@ -933,7 +1003,15 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
       out[r] = op.finalize(acc, off, r);
     }
   }
-  for (gk_lanemask_t longs = gk_ballot(is_long); longs != 0; longs &= longs - 1) {
+#if GK_HYBRID_GROUP > 1 && GK_HYBRID_LANE_FOLD
+  // medium lists: long ones of at most half a wave-tile
+  const bool is_medium = is_long && e - s <= (gk_i64)W * stream_shape<T>::ITEMS / 2;
+  gk_lanemask_t longs = gk_ballot(is_long && !is_medium);
+  longs |= medium_lists<Op, T>(op, off, content_al, shift, s, e, q, out, gk_ballot(is_medium));
+#else
+  gk_lanemask_t longs = gk_ballot(is_long);
+#endif
+  for (; longs != 0; longs &= longs - 1) {
     const int src = __ffsll((long long)longs) - 1;
     const gk_i64 ls = gk_shfl(s, src), le = gk_shfl(e, src);
     const typename Op::acc_t acc = stream_list<Op, T>(op, content_al, shift, ls, le);
