@@ -112,8 +112,8 @@ class Launch:
     # hybrid: elements of a short list (one per lane) loaded before any is folded
     short_batch: int = 1
     # hybrid, with lane_fold: lanes per medium list (a long list of at most half a
-    # wave-tile), the wave reducing wave-width / group of them at a time (1: the whole wave
-    # streams every long list)
+    # wave-tile), the wave reducing wave-width / group of them at a time; above 4, those
+    # that fit one tile of 4 lanes take 4 (1: the whole wave streams every long list)
     group: int = 1
 
     def __post_init__(self):
@@ -235,16 +235,20 @@ ARCHES: tuple[ArchRow, ...] = (
              # elements of its short list before folding any (short_batch): +0.1 to +0.9
              # points on all eight mixed-length cells of one sweep (4: -0.2 to +0.6)
              # Since the sixteenth session medium lists (33 to half a wave-tile: 256
-             # float64) go 8 lanes each (group), 4 lists at a time; the kernel then needs
-             # <= 72 registers (7 blocks of 128, arg 14 of 64; at 8 of 128 float64 sum
-             # spilled and lost 6 points). 100M float64 / int64, % of copy, one sweep in
-             # turns (gpu_reduce_sweep_s16_group_h200.json), the whole wave per long list
-             # against group 8: Poisson(64) lists sum 27.1 / 25.8 -> 83.9 / 83.2, max
-             # 25.1 / 22.5 -> 84.3 / 75.2, count_nonzero 22.3 / 24.0 -> 73.8 / 75.8,
-             # argmax 17.6 / 16.8 -> 63.4 / 59.5; Poisson(200) 51-79 -> 90-96; mixed
-             # lengths within 0.5 point except argmax 83.8 / 83.3 -> 81.8 / 82.3. Group 4:
-             # Poisson(64) 68-90, Poisson(200) 86-92; group 16: 33-50 and 87-98
-             "hybrid": Launch(128, 128, 7, interleave=1, short_batch=8, group=8),
+             # float64) go to groups of lanes, several at a time: those that fit one tile
+             # of 4 lanes (64 float64) 4 lanes each, the others 8 (group). <= 64 registers
+             # at 8 blocks of 128; argmin/argmax <= 72 at 14 of 64 (16 spilled). 100M
+             # float64, % of copy, sum / max / count_nonzero / argmax, one sweep in turns
+             # (gpu_reduce_sweep_s16_two_class_h200.json), the whole wave per long list
+             # (the fifteenth session's table) against these groups: Poisson(40) lists
+             # 18.9 / 17.6 / 15.7 / 12.0 -> 77.9 / 74.1 / 66.0 / 59.5, Poisson(64) 27.3 /
+             # 25.2 / 22.5 / 17.7 -> 91.3 / 87.3 / 81.0 / 68.6, Poisson(100) 41.0 / 37.7
+             # / 33.5 / 27.2 -> 98.7 / 98.3 / 98.1 / 88.9, Poisson(200) 79.3 / 71.2 / 65.5
+             # / 51.5 -> 99.0 / 98.4 / 97.4 / 92.9; mixed lengths 89.8 / 88.6 / 88.8 / 85.4
+             # -> 90.0 / 88.4 / 88.7 / 83.6 (int64 argmax 85.0 -> 82.7). One group size
+             # for all medium lists: 4 lost up to 8 points on Poisson(200), 8 up to 25 on
+             # Poisson(40) (gpu_reduce_sweep_s16_group_h200.json, _dists_h200.json)
+             "hybrid": Launch(128, 128, 8, interleave=1, short_batch=8, group=8),
              "hybrid:argmin": Launch(64, 128, 14, interleave=1, short_batch=8, group=8),
              "hybrid:argmax": Launch(64, 128, 14, interleave=1, short_batch=8, group=8)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean

@@ -780,7 +780,8 @@ static_assert(GK_HYBRID_BLOCK % 64 == 0, "block sizes must be multiples of 64");
 // Medium lists in groups (GK_HYBRID_GROUP = G > 1): a long list of at most half a
 // wave-tile is reduced by G lanes, W / G such lists at a time, each group streaming its list
 // in group-tiles of G * GK_HYBRID_ITEM_BYTES (interleaved, lane-folded, merged within the
-// group); the wave streams only the longer ones. Streamed by the whole wave, a list of 64
+// group); with G > 4 those that fit one tile of 4 lanes take 4 lanes, W / 4 at a time. The
+// wave streams only the longer ones. Streamed by the whole wave, a list of 64
 // float64 is one vector per lane, and a wave of such lists waits one memory latency per
 // list (H200, 100M float64 in lists of 64: 26 % of a plain read, gpu_stream_probe.py).
 #ifndef GK_HYBRID_GROUP
@@ -926,7 +927,7 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
 // Reduce the lists of the lanes in ``mediums`` (bounds in s, e) in rounds, W / G at a time
 // with G = GK_HYBRID_GROUP lanes each. Returns the lanes whose lists must be walked again
 // in order (Op::redo).
-template <class Op, class T>
+template <class Op, class T, int G>
 __device__ __forceinline__ gk_lanemask_t medium_lists(const Op& op, const gk_i64* __restrict__ off,
                                                       const T* __restrict__ content_al,
                                                       gk_i64 shift, gk_i64 s, gk_i64 e, gk_i64 q,
@@ -934,7 +935,6 @@ __device__ __forceinline__ gk_lanemask_t medium_lists(const Op& op, const gk_i64
                                                       gk_lanemask_t mediums) {
   typedef typename Op::acc_t A;
   typedef stream_shape<T> S;
-  constexpr int G = GK_HYBRID_GROUP;
   const int lane = gk_lane(), g = lane / G, k = lane % G;
   const gk_vec16* src = reinterpret_cast<const gk_vec16*>(content_al);
   gk_lanemask_t redo = 0;
@@ -1007,7 +1007,16 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
   // medium lists: long ones of at most half a wave-tile
   const bool is_medium = is_long && e - s <= (gk_i64)W * stream_shape<T>::ITEMS / 2;
   gk_lanemask_t longs = gk_ballot(is_long && !is_medium);
-  longs |= medium_lists<Op, T>(op, off, content_al, shift, s, e, q, out, gk_ballot(is_medium));
+#if GK_HYBRID_GROUP > 4
+  // those that fit one tile of 4 lanes take 4 lanes each, 8 lists at a time
+  const bool is_small = is_medium && e - s <= 4 * stream_shape<T>::ITEMS;
+  longs |= medium_lists<Op, T, 4>(op, off, content_al, shift, s, e, q, out, gk_ballot(is_small));
+  longs |= medium_lists<Op, T, GK_HYBRID_GROUP>(op, off, content_al, shift, s, e, q, out,
+                                                gk_ballot(is_medium && !is_small));
+#else
+  longs |= medium_lists<Op, T, GK_HYBRID_GROUP>(op, off, content_al, shift, s, e, q, out,
+                                                gk_ballot(is_medium));
+#endif
 #else
   gk_lanemask_t longs = gk_ballot(is_long);
 #endif
