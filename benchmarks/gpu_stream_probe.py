@@ -6,9 +6,9 @@ same content:
 1. probes (``stream_probe.cu``): the float64 sum of 100M elements by waves reading 16-byte
    vectors under several load shapes (vectors per lane, software pipelining, L2 prefetch
    hints, a cp.async ring), one wave-tile each or persistent;
-2. the hybrid kernel (as the strategy table launches it) on lists of fixed and mixed
-   lengths over the same content: one exact tile per list, unaligned lists, the
-   mixed-length input of gpu_reduce.py and its long lists alone.
+2. the hybrid kernel (on every input, with the table's launch configuration) on lists of
+   fixed and mixed lengths over the same content: one exact tile per list, unaligned lists,
+   lists of 64, the mixed-length input of gpu_reduce.py and its long lists alone.
 
     CUPY_ACCELERATORS=cub python benchmarks/gpu_stream_probe.py [--out probe.json]
 """
@@ -59,7 +59,8 @@ def list_inputs(cp, elements: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_stream_probe.json"))
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
+                                                  "gpu_stream_probe.json"))
     ap.add_argument("--elements", type=int, default=100_000_000)
     ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
@@ -86,7 +87,8 @@ def main() -> None:
         fn = cp.RawModule(code=source, options=options).get_function("probe_sum")
         block, nv = defines["PROBE_BLOCK"], defines["PROBE_NV"]
         ntiles = -(-nvec // (32 * nv))
-        per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, block, 0)
+        per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, block,
+                                                                           0)
         grid = per_sm * sms if persistent else -(-ntiles // (block // 32))
         out = cp.zeros(grid * block // 32, dtype=cp.float64)
         call = (lambda fn=fn, grid=grid, block=block, out=out:
@@ -127,21 +129,26 @@ def main() -> None:
                      "read_seconds": t["CUB sum (read)"]})
 
     copy_bw = anchor.bandwidth
-    print(f"copy {copy_bw / 1e9:.0f} GB/s; CUB sum of the content {content.nbytes / read_t / 1e9:.0f} GB/s")
+    print(f"copy {copy_bw / 1e9:.0f} GB/s; CUB sum of the content "
+          f"{content.nbytes / read_t / 1e9:.0f} GB/s")
     print(f"{'probe':32s} {'us':>8s} {'% copy':>7s} {'% read':>7s} regs  blocks/SM")
     for r in rows:
         r["pct_copy"] = 100 * r["bytes"] / r["seconds"] / copy_bw
         if r["part"] == "probe":
             r["pct_read"] = 100 * read_t / r["seconds"]
             print(f"{r['label']:32s} {r['seconds'] * 1e6:8.1f} {r['pct_copy']:7.1f} "
-                  f"{r['pct_read']:7.1f} {r.get('registers', '-'):>4} {r.get('blocks_per_sm', '-'):>4}"
+                  f"{r['pct_read']:7.1f} {r.get('registers', '-'):>4} "
+                  f"{r.get('blocks_per_sm', '-'):>4}"
                   + ("" if r.get("agrees", True) else "  WRONG SUM"))
-    print(f"\n{'hybrid kernel on':32s} {'us':>8s} {'% copy':>7s} {'% read':>7s} (read: CUB sum of its content)")
+    print(f"\n{'hybrid kernel on':32s} {'us':>8s} {'% copy':>7s} {'% read':>7s} "
+          "(read: CUB sum of its content)")
     for r in rows:
         if r["part"] == "hybrid":
             # against a read of the same bytes at the CUB sum's rate
-            r["pct_read"] = 100 * (r["bytes"] / r["content_bytes"] * r["read_seconds"]) / r["seconds"]
-            print(f"{r['label']:32s} {r['seconds'] * 1e6:8.1f} {r['pct_copy']:7.1f} {r['pct_read']:7.1f}")
+            read = r["bytes"] / r["content_bytes"] * r["read_seconds"]
+            r["pct_read"] = 100 * read / r["seconds"]
+            print(f"{r['label']:32s} {r['seconds'] * 1e6:8.1f} {r['pct_copy']:7.1f} "
+                  f"{r['pct_read']:7.1f}")
     result = {"machine": {"gpu": name, "sms": sms, "host": platform.node(),
                           "cupy": cp.__version__},
               "copy_GBps": copy_bw / 1e9, "read_GBps": content.nbytes / read_t / 1e9,

@@ -11,8 +11,8 @@
 //              (each lane reads back only the vectors it copied, so no wave barrier)
 // PROBE_BLOCK, PROBE_MINB   block size and launch bound
 //
-// probe_sum(src, nvec, first_wave_tiles, out): wave w folds tiles w, w + waves, ... (one
-// tile each when the grid covers them all) and writes its sum to out[w].
+// probe_sum(src, nvec, out): wave w folds tiles w, w + waves, ... (one tile each when the
+// grid covers them all) and writes its sum to out[w].
 
 #ifndef PROBE_NV
 #define PROBE_NV 8

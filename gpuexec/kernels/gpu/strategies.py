@@ -23,8 +23,9 @@ the row's ``tiled_from_bytes`` keeps it to content that does not fit in L2).
 
 Longer lists: the row's ``long_list_kernels`` names, per op, what reduces them: ``flat``
 (the strategy's own flattened passes) or ``hybrid`` (a kernel of the naive unit: each wave
-takes a batch of lists, reduces the short ones one per lane and streams the long ones with
-the whole wave; low registers, no segmented scan). Mixed lengths (mostly short lists, a
+takes a batch of lists, reduces the short ones one per lane, medium ones by groups of lanes
+(the row's ``group``) and streams the longer ones with the whole wave; low registers, no
+segmented scan). Mixed lengths (mostly short lists, a
 few long ones holding most of the content) are where the two differ.
 
 Kernel families (``families.py``) may name windows of inputs on which their per-list

@@ -1008,7 +1008,7 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
   const bool is_medium = is_long && e - s <= (gk_i64)W * stream_shape<T>::ITEMS / 2;
   gk_lanemask_t longs = gk_ballot(is_long && !is_medium);
 #if GK_HYBRID_GROUP > 4
-  // those that fit one tile of 4 lanes take 4 lanes each, 8 lists at a time
+  // those that fit one tile of 4 lanes take 4 lanes each, W / 4 lists at a time
   const bool is_small = is_medium && e - s <= 4 * stream_shape<T>::ITEMS;
   longs |= medium_lists<Op, T, 4>(op, off, content_al, shift, s, e, q, out, gk_ballot(is_small));
   longs |= medium_lists<Op, T, GK_HYBRID_GROUP>(op, off, content_al, shift, s, e, q, out,
