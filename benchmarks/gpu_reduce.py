@@ -60,6 +60,12 @@ def _reduction_accelerators(cp) -> dict:
     return {"CUPY_ACCELERATORS": os.environ.get("CUPY_ACCELERATORS"), "active": active}
 
 
+def _rates(row: dict, copy_bw: float) -> None:
+    """A timed row's GB/s and % of the copy bandwidth, from its bytes and seconds."""
+    row["GBps"] = row["bytes"] / row["seconds"] / 1e9
+    row["pct_copy"] = 100 * row["bytes"] / row["seconds"] / copy_bw
+
+
 def wall_time(cp, fn, reps=5, warmup=1) -> float:
     for _ in range(warmup):
         fn()
@@ -185,12 +191,10 @@ def main() -> None:
           f"{min(result['copy']['GBps_each_op']):.0f}-{max(result['copy']['GBps_each_op']):.0f} "
           f"across the ops)", flush=True)
     for r in rows:
-        r["GBps"] = r["bytes"] / r["seconds"] / 1e9
-        r["pct_copy"] = 100 * r["bytes"] / r["seconds"] / copy_bw
+        _rates(r, copy_bw)
     result["kernels"] = rows
     for dist, r in reads.items():
-        r["GBps"] = r["bytes"] / r["seconds"] / 1e9
-        r["pct_copy"] = 100 * r["bytes"] / r["seconds"] / copy_bw
+        _rates(r, copy_bw)
         print(f"{dist}: a read of the content alone (CuPy full sum) {r['GBps']:.0f} GB/s = "
               f"{r['pct_copy']:.1f} % of copy", flush=True)
     result["read"] = {"how": "cupy.sum over the content, timed in turns with the sums",

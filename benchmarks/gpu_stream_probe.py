@@ -27,24 +27,25 @@ from gpu_reduce import datasets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+
+def _probe(nv: int, block: int, min_blocks: int, **more) -> dict:
+    """The defines of one probe shape (``more``: PIPE, L2, ASYNC)."""
+    return {"PROBE_NV": nv, "PROBE_BLOCK": block, "PROBE_MINB": min_blocks,
+            **{f"PROBE_{k}": v for k, v in more.items()}}
+
+
 # label -> (defines, persistent grid)
 PROBES = {
-    "nv8 128x8 one-shot": ({"PROBE_NV": 8, "PROBE_BLOCK": 128, "PROBE_MINB": 8}, False),
-    "nv8 128x8 persistent": ({"PROBE_NV": 8, "PROBE_BLOCK": 128, "PROBE_MINB": 8}, True),
-    "nv4 256x8 persistent": ({"PROBE_NV": 4, "PROBE_BLOCK": 256, "PROBE_MINB": 8}, True),
-    "nv16 128x4 persistent": ({"PROBE_NV": 16, "PROBE_BLOCK": 128, "PROBE_MINB": 4}, True),
-    "nv8 pipe 128x4 persistent": ({"PROBE_NV": 8, "PROBE_PIPE": 1, "PROBE_BLOCK": 128,
-                                   "PROBE_MINB": 4}, True),
-    "nv8 L2:256 128x8 one-shot": ({"PROBE_NV": 8, "PROBE_L2": 256, "PROBE_BLOCK": 128,
-                                   "PROBE_MINB": 8}, False),
-    "nv8 L2:256 128x8 persistent": ({"PROBE_NV": 8, "PROBE_L2": 256, "PROBE_BLOCK": 128,
-                                     "PROBE_MINB": 8}, True),
-    "nv8 L2:128 128x8 persistent": ({"PROBE_NV": 8, "PROBE_L2": 128, "PROBE_BLOCK": 128,
-                                     "PROBE_MINB": 8}, True),
-    "async 4x nv4 128x6 persistent": ({"PROBE_NV": 4, "PROBE_ASYNC": 4, "PROBE_BLOCK": 128,
-                                       "PROBE_MINB": 6}, True),
-    "async 3x nv8 64x8 persistent": ({"PROBE_NV": 8, "PROBE_ASYNC": 3, "PROBE_BLOCK": 64,
-                                      "PROBE_MINB": 8}, True),
+    "nv8 128x8 one-shot": (_probe(8, 128, 8), False),
+    "nv8 128x8 persistent": (_probe(8, 128, 8), True),
+    "nv4 256x8 persistent": (_probe(4, 256, 8), True),
+    "nv16 128x4 persistent": (_probe(16, 128, 4), True),
+    "nv8 pipe 128x4 persistent": (_probe(8, 128, 4, PIPE=1), True),
+    "nv8 L2:256 128x8 one-shot": (_probe(8, 128, 8, L2=256), False),
+    "nv8 L2:256 128x8 persistent": (_probe(8, 128, 8, L2=256), True),
+    "nv8 L2:128 128x8 persistent": (_probe(8, 128, 8, L2=128), True),
+    "async 4x nv4 128x6 persistent": (_probe(4, 128, 6, ASYNC=4), True),
+    "async 3x nv8 64x8 persistent": (_probe(8, 64, 8, ASYNC=3), True),
 }
 
 

@@ -52,9 +52,9 @@ def gpu_backend_factory():
     own test), so the test arrays exercise the flattened kernels; "per-list" runs the
     tiled one-list-per-thread kernel on every input instead, "hybrid" the hybrid kernel
     (short lists one per lane, medium ones by groups of lanes, longer ones by the whole wave,
-    each lane folding its share of a list's tiles), "hybrid-ordered" the hybrid kernel with one ordered wave reduction
-    per tile (``lane_fold=0``, what the lane-folded kernel falls back to for min/max of
-    floats at zero), "hybrid-stretch" the lane-folded kernel whose lanes read a contiguous
+    each lane folding its share of a list's tiles), "hybrid-ordered" the hybrid kernel with
+    one ordered wave reduction per tile (``lane_fold=0``, what the lane-folded kernel falls
+    back to for min/max of floats at zero), "hybrid-stretch" the lane-folded kernel whose lanes read a contiguous
     stretch of each tile each (``interleave=0``; the table's rows interleave them),
     "hybrid-whole-wave" the whole wave streaming medium lists too (``group=1``; the table
     gives them 8 lanes each) and "hybrid-group4" medium lists 4 lanes each, longer ones

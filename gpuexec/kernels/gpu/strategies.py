@@ -25,8 +25,8 @@ Longer lists: the row's ``long_list_kernels`` names, per op, what reduces them: 
 (the strategy's own flattened passes) or ``hybrid`` (a kernel of the naive unit: each wave
 takes a batch of lists, reduces the short ones one per lane, medium ones by groups of lanes
 (the row's ``group``) and streams the longer ones with the whole wave; low registers, no
-segmented scan). Mixed lengths (mostly short lists, a
-few long ones holding most of the content) are where the two differ.
+segmented scan). Mixed lengths (mostly short lists, a few long ones holding most of the
+content) are where the two differ.
 
 Kernel families (``families.py``) may name windows of inputs on which their per-list
 kernels run instead of the strategy's flattened passes (``family_per_list``: mean list

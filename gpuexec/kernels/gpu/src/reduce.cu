@@ -1007,16 +1007,16 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
   // medium lists: long ones of at most half a wave-tile
   const bool is_medium = is_long && e - s <= (gk_i64)W * stream_shape<T>::ITEMS / 2;
   gk_lanemask_t longs = gk_ballot(is_long && !is_medium);
-#if GK_HYBRID_GROUP > 4
-  // those that fit one tile of 4 lanes take 4 lanes each, W / 4 lists at a time
-  const bool is_small = is_medium && e - s <= 4 * stream_shape<T>::ITEMS;
-  longs |= medium_lists<Op, T, 4>(op, off, content_al, shift, s, e, q, out, gk_ballot(is_small));
+  // with groups over 4 lanes, those that fit one tile of 4 lanes take 4 lanes each, W / 4
+  // lists at a time
+  constexpr int SMALL_GROUP = GK_HYBRID_GROUP > 4 ? 4 : GK_HYBRID_GROUP;
+  const bool is_small = SMALL_GROUP < GK_HYBRID_GROUP && is_medium &&
+                        e - s <= SMALL_GROUP * stream_shape<T>::ITEMS;
+  if (SMALL_GROUP < GK_HYBRID_GROUP)
+    longs |= medium_lists<Op, T, SMALL_GROUP>(op, off, content_al, shift, s, e, q, out,
+                                              gk_ballot(is_small));
   longs |= medium_lists<Op, T, GK_HYBRID_GROUP>(op, off, content_al, shift, s, e, q, out,
                                                 gk_ballot(is_medium && !is_small));
-#else
-  longs |= medium_lists<Op, T, GK_HYBRID_GROUP>(op, off, content_al, shift, s, e, q, out,
-                                                gk_ballot(is_medium));
-#endif
 #else
   gk_lanemask_t longs = gk_ballot(is_long);
 #endif
