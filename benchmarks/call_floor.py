@@ -43,12 +43,13 @@ def stages_us(x, backend, calls):
     from gpuexec.kernels.stats import record_call
     from gpuexec.kernels.api import _common as common
     from gpuexec.kernels.api import reductions as R
+    from gpuexec.kernels.api._results import numpy_node
 
     layout = x.layout
     offsets, values, ak_backend = R._plain_buffers(layout, backend)
     kernel = backend.kernel("reduce_sum", values.dtype)
     out = kernel(offsets, values)
-    node = ak.contents.NumpyArray(out, backend=ak_backend)
+    node = numpy_node(out, ak_backend)
     steps = {
         "resolve (arrays -> backend)": lambda: dispatch.backend_of_arrays(
             common._arrays_of((x,), {"axis": 1})),
@@ -56,8 +57,11 @@ def stages_us(x, backend, calls):
         "plain buffers (remembered)": lambda: R._plain_buffers(layout, backend),
         "kernel lookup": lambda: backend.kernel("reduce_sum", values.dtype),
         "kernel call": lambda: kernel(offsets, values),
-        "NumpyArray(out)": lambda: ak.contents.NumpyArray(out, backend=ak_backend),
-        "wrap (ak.Array)": lambda: common.wrap(node, x),
+        "result node (numpy_node)": lambda: numpy_node(out, ak_backend),
+        "wrap (plain ak.Array)": lambda: common.wrap(node, x, plain=True),
+        # what the two steps above stand for: awkward's constructors
+        "  NumpyArray(out)": lambda: ak.contents.NumpyArray(out, backend=ak_backend),
+        "  ak.Array(node)": lambda: common.wrap(node, x),
     }
     if backend.name == "cuda":
         steps.update(_launch_parts(backend, kernel, offsets, values))
@@ -152,9 +156,11 @@ def main():
     # Python and builtin function calls per public call: a host-independent measure
     result["python_calls_per_call"] = profile.total_calls / 200
     profile.sort_stats("cumulative").print_stats(25)
+    profile.sort_stats("tottime").print_stats(25)  # where the time is spent, not passed on
     print(text.getvalue())
+    result["profile"] = text.getvalue()
     for k, v in result.items():
-        if k != "stages_us":
+        if k not in ("stages_us", "profile"):
             print(f"{k:>24}: {v}")
     for k, v in result["stages_us"].items():
         print(f"{k:>32}: {v:7.2f} us")

@@ -436,6 +436,31 @@ def test_host_array_with_cuda_backend_is_staged_and_stays_on_device(gpu_backend_
     assert ak.backend(adopted) == "cuda"
 
 
+def test_results_are_what_awkwards_constructors_make(gpu_backend_factory):
+    """The common call's result on a device array is built without awkward's
+    constructors (api/_results.py): it must be the object they make, on the device."""
+    from gpuexec.kernels.api import _results
+
+    assert _results.FAST
+    be = gpu_backend_factory("fused")
+    x = ak.to_backend(make_case("float64", "listoffset", "small", 7), "cuda")
+    for fname, kwargs in [("sum", {}), ("argmax", {}), ("min", {"keepdims": True})]:
+        got = getattr(gk, fname)(x, axis=1, backend=be, **kwargs)
+        fields = dict(vars(got))
+        want = ak.Array(fields["_layout"], behavior=fields["_behavior"],
+                        attrs=fields["_attrs"])
+        assert type(got) is type(want) and fields.keys() == vars(want).keys()
+        node = got.layout
+        while not isinstance(node, ak.contents.NumpyArray):
+            node = node.content
+        fresh = ak.contents.NumpyArray(node.data, backend=node.backend)
+        assert vars(node).keys() == vars(fresh).keys() and node.backend is fresh.backend
+        assert type(node.data) is type(fresh.data) and node.data.data.ptr == fresh.data.data.ptr
+        assert ak.backend(got) == "cuda"
+        host = ak.to_backend(x, "cpu")
+        assert_same(ak.to_backend(got, "cpu"), getattr(ak, fname)(host, axis=1, **kwargs))
+
+
 def test_call_floor_is_sane(gpu_backend_factory):
     import time
 

@@ -10,6 +10,7 @@ import awkward as ak
 import numpy as np
 
 from gpuexec.kernels import dispatch, stats
+from gpuexec.kernels.api._results import plain_array
 
 
 class NotNative(Exception):
@@ -102,8 +103,9 @@ def place(out, to):
     raise ValueError(f"to= must be 'host', 'device' or None, not {to!r}")
 
 
-def wrap(layout, like=None, *, highlevel=True, behavior=None, attrs=None):
-    """A layout as the caller asked for it (``ak.Array`` unless ``highlevel=False``)."""
+def wrap(layout, like=None, *, highlevel=True, behavior=None, attrs=None, plain=False):
+    """A layout as the caller asked for it (``ak.Array`` unless ``highlevel=False``).
+    ``plain``: the layout has no parameters at any depth (``_results.plain_array``)."""
     if not highlevel:
         return layout
     if isinstance(like, (ak.Array, ak.Record)):
@@ -113,6 +115,8 @@ def wrap(layout, like=None, *, highlevel=True, behavior=None, attrs=None):
             # empty attrs read the same as none, and awkward then neither checks nor
             # copies them (about 1 us per call)
             attrs = like.attrs or None
+    if plain:
+        return plain_array(layout, behavior, attrs)
     return ak.Array(layout, behavior=behavior, attrs=attrs)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from gpuexec.kernels import layout as L
 from gpuexec.kernels.api._common import NotNative, is_integer, public, wrap
+from gpuexec.kernels.api._results import numpy_node
 from gpuexec.kernels.backend import ALL_DTYPES, dtype_name
 
 C = ak.contents
@@ -121,7 +122,8 @@ def _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel, beh
             else:
                 out, empty = _segmented(fname, offsets, values, initial, backend, mask_identity)
             out = _lists_result(out, offsets, keepdims, mask_identity, ak_backend, empty)
-            return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
+            return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs,
+                        plain=True)
     _check_native(layout)
     mindepth, depth = layout.minmax_depth
     if mindepth != depth:
@@ -218,9 +220,9 @@ def _reduce_lists(fname, node, keepdims, mask_identity, initial, backend):
 def _lists_result(out, offsets, keepdims, mask_identity, ak_backend=None, empty=None):
     """The node that replaces a list node: one value per list (``out``), masked where a
     list is empty for ``mask_identity`` (``empty``, when the kernel wrote it), in lists of
-    one for ``keepdims``. Passing ``ak_backend`` spares awkward looking it up from the
-    buffer."""
-    result = C.NumpyArray(out, backend=ak_backend)
+    one for ``keepdims``. With ``ak_backend`` the node is made without NumpyArray's
+    checks (``_results.numpy_node``)."""
+    result = numpy_node(out, ak_backend)
     if mask_identity:
         if empty is None:
             empty = offsets[1:] == offsets[:-1]
