@@ -82,14 +82,15 @@ def wall_time(cp, fn, reps=5, warmup=1) -> float:
 def datasets(cp, elements: int, seed: int, names=("poisson5", "mixed")):
     """{name: (offsets, content)} of about ``elements`` float64 each: "poisson5" (and any
     "poisson<k>": lists of Poisson(k) lengths) and "mixed" (90 % Poisson(3), 10 % uniform
-    100..2000)."""
+    100..2000; "mixed<p>": p % of such long lists)."""
     rs = cp.random.RandomState(seed)
     out = {}
     for name in names:
-        if name == "mixed":
-            mean_mixed = 0.9 * 3 + 0.1 * (100 + 2000) / 2
+        if name.startswith("mixed"):
+            share = float(name[len("mixed"):] or 10) / 100
+            mean_mixed = (1 - share) * 3 + share * (100 + 2000) / 2
             n = int(elements / mean_mixed)
-            long = rs.random_sample(n) < 0.1
+            long = rs.random_sample(n) < share
             out[name] = cp.where(long, rs.randint(100, 2001, size=n),
                                  rs.poisson(3.0, size=n)).astype(cp.int64)
         elif name.startswith("poisson"):

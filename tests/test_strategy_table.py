@@ -3,6 +3,8 @@ the short-list rule that maps one list per thread below a mean list length."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from gpuexec.kernels.gpu import strategies as S
@@ -73,9 +75,10 @@ def test_tiled_kernel_by_width_and_size(monkeypatch):
     # the bound is in bytes: 8M float64 elements are 64 MB
     assert p.per_list_role("sum", 1_600_000, 8_000_000, "float64") == "tiled"
     assert p.per_list_role("sum", 1_600_000, 7_999_999, "float64") == "naive"
-    _, short, _, short_from = p.per_list_rule("sum", "float64")
-    assert (short, short_from) == ("tiled", 64_000_000)
-    assert p.per_list_rule("sum", "float32")[1::2] == ("naive", 0)
+    rule = p.per_list_rule("sum", "float64")
+    assert (rule.short, rule.short_from) == ("tiled", 64_000_000)
+    rule = p.per_list_rule("sum", "float32")
+    assert (rule.short, rule.short_from) == ("naive", 0)
     # a per-list kernel the caller names runs on every input (no bound)
     for forced in (S.plan("sm_90", per_list_kernel="tiled"),
                    S.plan("sm_90", "split", per_list_kernel="tiled")):
@@ -214,3 +217,29 @@ def test_small_inputs_run_the_per_list_kernels_where_the_h200_measured_them_fast
     assert not split.family_runs_per_list("combinations", *many)
     assert not S.plan("sm_90", strategy="naive").family_runs_per_list("sort", *small)
     assert not S.plan("sm_90", short_lists=0).family_runs_per_list("sort", *small)
+
+
+def test_staged_kernel_band():
+    """On the mean lengths of the row's ``staged_lists`` band the hybrid kernel's staged
+    variant runs, around it the hybrid one; ops whose long lists run the flattened passes
+    never stage; ``staged_lists`` and per-(op, dtype) ``short_lists`` overrides."""
+    p = S.plan("sm_90")
+    lo, hi = p.staged_lists["*"]
+    n = 10_000
+    assert p.per_list_role("sum", n, int(n * lo), "float64") == "staged"
+    assert p.per_list_role("sum", n, int(n * hi) - 1, "float64") == "staged"
+    assert p.per_list_role("sum", n, int(n * hi), "float64") == "hybrid"
+    assert p.short_list_threshold("sum") < lo
+    assert p.per_list_role("sum", n, int(n * lo) - 1, "float64") == "hybrid"
+    assert p.per_list_role("argmax", n, int(n * lo) - 1, "float64") == "naive"
+    assert p.per_list_role("argmax", n, int(n * lo), "int64") == "staged"
+    assert p.per_list_role("any", n, n * 20, "bool") is None  # flattened long lists
+    assert S.plan("sm_90", staged_lists=()).per_list_role("sum", n, n * 20) == "hybrid"
+    forced = S.plan("sm_90", staged_lists=(0, math.inf))
+    assert forced.per_list_role("sum", n, n * 200) == "staged"
+    assert forced.uses_per_list_unit("sum")
+    assert S.plan("gfx90a").staged_lists == {}  # not measured on AMD
+    q = S.plan("sm_90", short_lists={"sum:int64": 12, "*": 8})
+    assert q.per_list_role("sum", n, n * 10, "int64") == "naive"
+    assert q.per_list_role("sum", n, n * 10, "int32") == "hybrid"
+    assert q.family_per_list  # a table of thresholds keeps the families' windows

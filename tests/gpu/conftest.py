@@ -41,7 +41,10 @@ _backends: dict = {}
 # the hybrid kernel's test strategies: launch fields over the table's own
 HYBRID_LAUNCH = {"hybrid": "", "hybrid-ordered": "lane_fold=0",
                  "hybrid-stretch": "interleave=0", "hybrid-whole-wave": "group=1",
-                 "hybrid-group4": "group=4,interleave=0"}
+                 "hybrid-group4": "group=4,interleave=0",
+                 # the staged kernel: chunks of 512 bytes (several per batch of the test
+                 # arrays), every batch staged unless it holds a list over 16
+                 "hybrid-staged": "stage_bytes=512,stage_min=0,stage_max=16"}
 
 
 @pytest.fixture(scope="session")
@@ -57,14 +60,15 @@ def gpu_backend_factory():
     back to for min/max of floats at zero), "hybrid-stretch" the lane-folded kernel whose lanes read a contiguous
     stretch of each tile each (``interleave=0``; the table's rows interleave them),
     "hybrid-whole-wave" the whole wave streaming medium lists too (``group=1``; the table
-    gives them 8 lanes each) and "hybrid-group4" medium lists 4 lanes each, longer ones
-    read in stretches."""
+    gives them 8 lanes each), "hybrid-group4" medium lists 4 lanes each, longer ones
+    read in stretches, and "hybrid-staged" the staged kernel (batches of lists read
+    through shared memory, ``stage_bytes``)."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     def make(strategy: str):
         if strategy not in _backends:
             if strategy in ("per-list",) + tuple(HYBRID_LAUNCH):  # a naive-unit kernel
-                kernel = "tiled" if strategy == "per-list" else "hybrid"
+                kernel = {"per-list": "tiled", "hybrid-staged": "staged"}.get(strategy, "hybrid")
                 launch = None
                 if HYBRID_LAUNCH.get(strategy):
                     launch = ";".join(f"{role}:{HYBRID_LAUNCH[strategy]}" for role in

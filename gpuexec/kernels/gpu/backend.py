@@ -103,12 +103,14 @@ class PinnedStaging:
 
 class GPUBackend(Backend):
     """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None,
-    per_list_kernel=None, long_list_kernel=None)``.
+    per_list_kernel=None, long_list_kernel=None, family_per_list=None, staged_lists=None)``.
 
     ``strategy``/``launch``/``short_lists``/``per_list_kernel``/``long_list_kernel``
     override the strategy table (tests and benchmarks run every strategy on the same device;
-    ``short_lists=0`` keeps the flattened kernels on short lists too,
-    ``long_list_kernel="flat"`` on long ones); ``vendor`` "cuda" or "hip" (default: the one
+    ``short_lists=0`` keeps the flattened kernels on short lists too, a dict of
+    ``op[:dtype]`` thresholds replaces the table's, ``long_list_kernel="flat"`` keeps them
+    on long ones, ``staged_lists=()`` keeps the hybrid kernel on every mean length);
+    ``vendor`` "cuda" or "hip" (default: the one
     present)."""
 
     ak_backend = "cuda"
@@ -116,8 +118,9 @@ class GPUBackend(Backend):
 
     def __init__(self, vendor: str | None = None, strategy: str | None = None,
                  launch=None, device: int = 0, cache_dir: str | None = None,
-                 short_lists: float | None = None, per_list_kernel: str | None = None,
-                 long_list_kernel: str | None = None, family_per_list: dict | None = None):
+                 short_lists: float | dict | None = None, per_list_kernel: str | None = None,
+                 long_list_kernel: str | None = None, family_per_list: dict | None = None,
+                 staged_lists: dict | tuple | None = None):
         super().__init__()
         import cupy
 
@@ -133,7 +136,7 @@ class GPUBackend(Backend):
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
         self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list_kernel,
-                           long_list_kernel, family_per_list)
+                           long_list_kernel, family_per_list, staged_lists)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}
@@ -298,7 +301,7 @@ class GPUBackend(Backend):
                 name = f"gk_{op.device}_{dt}_{role}"
                 entry = per_list_launch[role] = (
                     name, self._functions(op, per_list_plan)[name],
-                    hybrid_block if role == "hybrid" else per_list_block)
+                    hybrid_block if role in ("hybrid", "staged") else per_list_block)
             return entry
 
         def max_waves(fn):

@@ -26,7 +26,9 @@ Longer lists: the row's ``long_list_kernels`` names, per op, what reduces them: 
 takes a batch of lists, reduces the short ones one per lane, medium ones by groups of lanes
 (the row's ``group``) and streams the longer ones with the whole wave; low registers, no
 segmented scan). Mixed lengths (mostly short lists, a few long ones holding most of the
-content) are where the two differ.
+content) are where the two differ. On the mean lengths of the row's ``staged_lists`` bands
+its ``staged`` variant runs instead: batches of lists of a few dozen elements are read by
+the whole wave into shared memory first.
 
 Kernel families (``families.py``) may name windows of inputs on which their per-list
 kernels run instead of the strategy's flattened passes (``family_per_list``: mean list
@@ -57,6 +59,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -116,6 +119,12 @@ class Launch:
     # wave-tile), the wave reducing wave-width / group of them at a time; above 4, those
     # that fit one tile of 4 lanes take 4 (1: the whole wave streams every long list)
     group: int = 1
+    # the staged kernel (the hybrid one's row): bytes of shared memory per wave through
+    # which a batch of lists, half of them at least ``stage_min`` long and none longer
+    # than ``stage_max``, is read as one contiguous run
+    stage_bytes: int = 4096
+    stage_min: int = 16
+    stage_max: int = 96
 
     def __post_init__(self):
         if self.block % 64 or not 64 <= self.block <= 1024:
@@ -130,6 +139,12 @@ class Launch:
             raise ValueError(f"short_batch must be 1, 2, 4 or 8, got {self.short_batch}")
         if self.group not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"group must be a power of two up to 32, got {self.group}")
+        if self.stage_bytes not in (512, 1024, 2048, 4096, 8192):
+            raise ValueError(f"stage_bytes must be a power of two from 512 to 8192, "
+                             f"got {self.stage_bytes}")
+        if not 0 <= self.stage_min <= self.stage_max <= 4096:
+            raise ValueError(f"need 0 <= stage_min <= stage_max <= 4096, got "
+                             f"{self.stage_min} and {self.stage_max}")
 
 
 @dataclass(frozen=True)
@@ -155,8 +170,8 @@ class ArchRow:
     wave: int                    # lanes per wave
     strategy: str                # default strategy
     launch: dict = field(default_factory=dict)  # role -> Launch (missing roles: Launch())
-    # op -> mean list length below which flattened strategies reduce one list per thread
-    # ("*": every other op); measured by benchmarks/gpu_reduce.py
+    # op or "op:dtype" -> mean list length below which flattened strategies reduce one
+    # list per thread ("*": every other op); measured by benchmarks/gpu_reduce_sweep.py
     short_lists: dict = field(default_factory=dict)
     # op or "op:dtype" -> the naive unit's kernel for short lists (PER_LIST_KERNELS; "*":
     # every other op)
@@ -168,6 +183,9 @@ class ArchRow:
     # content bytes from which the table's "tiled" per-list kernel runs (the naive kernel
     # below: staging an input that stays in L2 costs more than it saves)
     tiled_from_bytes: int = 0
+    # op or "op:dtype" -> (from, below): mean list lengths on which the long-list kernel
+    # "hybrid" is replaced by its "staged" variant (batches read through shared memory)
+    staged_lists: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -191,8 +209,23 @@ class ListWindow:
                 and (not self.strategies or strategy is None or strategy in self.strategies))
 
 
+class PerListRule(NamedTuple):
+    """``per_list_chooser``'s rule for one op and dtype: lists shorter than ``below`` on
+    average run the naive unit's ``short`` kernel where the content holds at least
+    ``short_from`` bytes (its naive kernel on less); longer ones its ``long`` kernel (None:
+    the strategy's flattened passes), or its "staged" kernel on mean lengths in
+    [``staged_from``, ``staged_below``)."""
+
+    below: float
+    short: str
+    long: str | None
+    short_from: int
+    staged_from: float
+    staged_below: float
+
+
 # the per-list kernels of the naive unit (role names in its compile unit)
-PER_LIST_KERNELS = ("naive", "tiled", "hybrid")
+PER_LIST_KERNELS = ("naive", "tiled", "hybrid", "staged")
 # "flat": the strategy's own flattened passes; "hybrid": the naive unit's hybrid kernel
 LONG_LIST_KERNELS = ("flat", "hybrid")
 
@@ -312,7 +345,23 @@ ARCHES: tuple[ArchRow, ...] = (
                                          strategies=("split",)),
                               ListWindow(0, 16, lists_below=4 * SMALL_LISTS,
                                          strategies=("split",)))},
-            tiled_from_bytes=64_000_000),
+            tiled_from_bytes=64_000_000,
+            # The staged kernel on mean lengths 16 to 64, the hybrid one around them. H200,
+            # 100M float64 / int64, % of copy bandwidth, hybrid -> staged (4 KB per wave,
+            # one sweep in turns, gpu_reduce_sweep_s17_stage2_h200.json): Poisson(16) sum
+            # 84.7 / 85.2 -> 88.5 / 88.2, max 84.6 / 84.2 -> 87.4 / 86.6, count_nonzero
+            # 76.4 / 78.1 -> 83.1 / 81.1, argmax 74.8 / 63.6 -> 78.5 / 70.3; Poisson(24) sum
+            # 78.9 / 79.1 -> 90.1 / 90.2, count_nonzero 67.7 / 71.6 -> 86.7 / 87.1, argmax
+            # 65.5 / 54.3 -> 79.5 / 72.4; Poisson(48) sum 90.6 / 89.8 -> 92.0 / 92.2,
+            # argmax 71.2 / 65.1 -> 77.5 / 64.8. Below: Poisson(12) sum 87.3 -> 85.0 (its
+            # batches mostly unstaged, with less L1); above, lanes folding lists of ~100
+            # alone lose to the groups (Poisson(100) sum 96.5 -> 83.9 staging up to 128).
+            # The next run (gpu_reduce_sweep_s17_verify_h200.json, the table against no
+            # staged kernel): Poisson(32) +13.8 to +21.8 points on all eight cells,
+            # Poisson(64) +0.9 to +5.2 but int64 argmax 63.0 -> 55.7 (hence 48 there); on
+            # 3 % of lists of 100..2000 among Poisson(3) (mean 34) -3.3 to -5.3: batches
+            # holding a long list run unstaged, with less L1
+            staged_lists={"argmin:int64": (16, 48), "argmax:int64": (16, 48), "*": (16, 64)}),
 )
 
 
@@ -348,11 +397,12 @@ class Plan:
     wave: int
     strategy: Strategy
     launch: dict  # role -> Launch
-    short_lists: dict = field(default_factory=dict)  # op -> mean list length threshold
+    short_lists: dict = field(default_factory=dict)  # op[:dtype] -> mean length threshold
     per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op[:dtype] -> role
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})  # op -> kernel
     family_per_list: dict = field(default_factory=dict)  # family -> tuple of ListWindow
     tiled_from_bytes: int = 0  # the tiled per-list kernel on smaller content: naive
+    staged_lists: dict = field(default_factory=dict)  # op[:dtype] -> (from, below) mean
 
     def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy runs ``family``'s per-list kernels on these lists
@@ -362,10 +412,10 @@ class Plan:
         return any(w.holds(n_lists, n_elements, self.strategy.name)
                    for w in self.family_per_list.get(family, ()))
 
-    def short_list_threshold(self, op: str) -> float:
-        """The mean list length below which a flattened strategy reduces ``op`` one list
-        per thread (0: never)."""
-        return _per_op(self.short_lists, op, 0) if self.strategy.flatten else 0
+    def short_list_threshold(self, op: str, dtype: str | None = None) -> float:
+        """The mean list length below which a flattened strategy reduces ``op`` on
+        ``dtype`` one list per thread (0: never)."""
+        return _per_op(self.short_lists, op, 0, dtype) if self.strategy.flatten else 0
 
     def per_list(self, op: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy reduces these lists one per thread instead."""
@@ -382,15 +432,14 @@ class Plan:
         """What reduces ``op`` on lists above the short-list threshold (LONG_LIST_KERNELS)."""
         return _per_op(self.long_list_kernels, op, "flat")
 
-    def per_list_rule(self, op: str, dtype: str | None = None) -> tuple:
-        """``(below, short, long, short_from)``: lists shorter than ``below`` on average run
-        the naive unit's ``short`` kernel where the content holds at least ``short_from``
-        bytes (its naive kernel on less), longer ones its ``long`` kernel, or the
-        strategy's flattened passes where ``long`` is None (``per_list_chooser`` applies it)."""
+    def per_list_rule(self, op: str, dtype: str | None = None) -> "PerListRule":
+        """How ``per_list_chooser`` maps ``op`` on ``dtype`` (``PerListRule``)."""
         long = self.long_list_kernel(op)
         short = self.per_list_kernel(op, dtype)
-        return (self.short_list_threshold(op), short, None if long == "flat" else long,
-                self.tiled_from_bytes if short == "tiled" else 0)
+        staged = _per_op(self.staged_lists, op, (0, 0), dtype) if long == "hybrid" else (0, 0)
+        return PerListRule(self.short_list_threshold(op, dtype), short,
+                           None if long == "flat" else long,
+                           self.tiled_from_bytes if short == "tiled" else 0, *staged)
 
     def per_list_chooser(self, op: str, dtype: str | None = None):
         """``choose(n_lists, n_elements, content_bytes)``: the naive unit's kernel that
@@ -401,14 +450,16 @@ class Plan:
         only compares sizes: the call floor)."""
         if not self.strategy.flatten:
             return lambda n_lists, n_elements, content_bytes: None
-        below, short, long, short_from = self.per_list_rule(op, dtype)
+        below, short, long, short_from, staged_from, staged_below = self.per_list_rule(op, dtype)
 
         def choose(n_lists, n_elements, content_bytes):
             if n_lists <= 0:
                 return None
-            if n_elements >= below * n_lists:
-                return long
-            return short if content_bytes >= short_from else "naive"
+            if n_elements < below * n_lists:
+                return short if content_bytes >= short_from else "naive"
+            if staged_from * n_lists <= n_elements < staged_below * n_lists:
+                return "staged"
+            return long
         return choose
 
     def per_list_role(self, op: str, n_lists: int, n_elements: int,
@@ -441,15 +492,28 @@ class Plan:
 
 
 def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None,
-         short_lists: float | None = None, per_list_kernel: str | None = None,
-         long_list_kernel: str | None = None, family_per_list: dict | None = None) -> Plan:
+         short_lists: float | dict | None = None, per_list_kernel: str | None = None,
+         long_list_kernel: str | None = None, family_per_list: dict | None = None,
+         staged_lists: dict | tuple | None = None) -> Plan:
     """The strategy and launch configuration for ``arch`` after overrides (argument, then
-    environment, then the table). A ``short_lists`` override of 0 (always flattened) also
-    clears the families' per-list windows; ``family_per_list`` replaces them."""
+    environment, then the table). A ``short_lists`` override (one threshold, or a table
+    like the row's) holds for both short-list kernels; one of 0 (always flattened) also
+    clears the families' per-list windows; ``family_per_list`` replaces them;
+    ``staged_lists`` (a ``(from, below)`` band, a table of them, or ``()``: never) replaces
+    the row's bands of the staged kernel."""
     row = arch_row(arch)
     if short_lists is None and os.environ.get("GPUEXEC_GPU_SHORT_LISTS"):
         short_lists = float(os.environ["GPUEXEC_GPU_SHORT_LISTS"])
-    thresholds = dict(row.short_lists) if short_lists is None else {"*": float(short_lists)}
+    if short_lists is None:
+        thresholds = dict(row.short_lists)
+    else:  # one threshold, or a table of them like the row's
+        thresholds = ({k: float(v) for k, v in short_lists.items()}
+                      if isinstance(short_lists, dict) else {"*": float(short_lists)})
+    if staged_lists is None:
+        staged = dict(row.staged_lists)
+    else:  # one band, or a table of them like the row's (() or {}: never)
+        staged = (dict(staged_lists) if isinstance(staged_lists, dict)
+                  else {"*": tuple(staged_lists)} if staged_lists else {})
     name = strategy or os.environ.get("GPUEXEC_GPU_STRATEGY") or row.strategy
     if name not in STRATEGIES:
         raise ValueError(f"unknown GPU strategy {name!r}; known: {', '.join(STRATEGIES)}")
@@ -469,7 +533,7 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
     longs = _kernel_choice(row.long_list_kernels, long_list_kernel,
                            "GPUEXEC_GPU_LONG_LIST_KERNEL", LONG_LIST_KERNELS, "long-list")
     windows = dict(row.family_per_list)
-    if short_lists is not None and float(short_lists) == 0:
+    if short_lists is not None and not isinstance(short_lists, dict) and float(short_lists) == 0:
         windows = {}
     if family_per_list is not None:
         windows = dict(family_per_list)
@@ -479,7 +543,7 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
     # the table's choice
     chosen = per_list_kernel or os.environ.get("GPUEXEC_GPU_PER_LIST_KERNEL")
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
-                longs, windows, 0 if chosen else row.tiled_from_bytes)
+                longs, windows, 0 if chosen else row.tiled_from_bytes, staged)
 
 
 def _per_op(table: dict, op: str, default, dtype: str | None = None):
@@ -555,6 +619,9 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_INTERLEAVE"] = hyb.interleave
         defines["GK_HYBRID_SHORT_BATCH"] = hyb.short_batch
         defines["GK_HYBRID_GROUP"] = hyb.group
+        defines["GK_HYBRID_STAGE"] = hyb.stage_bytes  # the staged kernel
+        defines["GK_HYBRID_STAGE_MIN"] = hyb.stage_min
+        defines["GK_HYBRID_STAGE_MAX"] = hyb.stage_max
     promises: dict[str, set] = {}
     kernels: list[str] = []
     for role, names in kernel_names(op, st).items():
@@ -565,7 +632,7 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
                 pr.add("wave64")
             flat_pass = st.flatten and role in ("split", "fused")
             # the tiled and hybrid kernels read content with 128-bit loads
-            if (st.vec_bytes == 16 and flat_pass) or role in ("tiled", "hybrid"):
+            if (st.vec_bytes == 16 and flat_pass) or role in ("tiled", "hybrid", "staged"):
                 pr.add("vector_load_128")
             promises[name] = pr
     return CompileUnit(REDUCE_SOURCE, defines, kernels, promises, st.name, op.contract)

@@ -74,6 +74,21 @@ __device__ __forceinline__ V gk_shfl(V v, int lane) { return __shfl(v, lane); }
 __device__ __forceinline__ gk_lanemask_t gk_ballot(int pred) { return (gk_lanemask_t)__ballot(pred); }
 #endif
 
+// The lanes of one wave wait for each other, and their shared-memory writes before it are
+// seen by the others after it (a wave-wide barrier where the waves of a block diverge).
+// NVIDIA: __syncwarp. AMD: no __syncwarp in every ROCm; a wave-scope fence around a wave
+// barrier (the wave runs in lockstep: the barrier only keeps the compiler from moving
+// shared-memory accesses across it).
+__device__ __forceinline__ void gk_wave_sync() {
+#if defined(GK_CUDA)
+  __syncwarp(gk_sync_mask());
+#else
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#endif
+}
+
 // Ask for a cache line to be brought into L2 ahead of its use (no register is held while it
 // is in flight, unlike a load). NVIDIA: prefetch.global.L2. AMD gfx9 has no such
 // instruction; there it is a no-op and the register double buffering does the work alone.
