@@ -3,10 +3,10 @@ reduction x dtype x layout x strategy (split, fused, naive, "per-list": the tile
 one-list-per-thread kernel the flattened strategies may use for short lists, and "hybrid":
 short lists one per lane, medium ones by groups of lanes, longer ones streamed by the wave,
 with its "hybrid-ordered", "hybrid-stretch", "hybrid-whole-wave", "hybrid-group4" and
-"hybrid-staged" variants, conftest.HYBRID_LAUNCH). Integers, counts, min/max and arg-reductions must be
-identical (values, types, option structure);
-float sum/prod agree within the summation error bound |got - want| <= n * eps * sum|x|
-(prod: n * eps * |want|) per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
+"hybrid-staged" variants, conftest.HYBRID_LAUNCH). Integers, counts, min/max and
+arg-reductions must be identical (values, types, option structure); float sum/prod agree
+within the summation error bound |got - want| <= n * eps * sum|x| (prod: n * eps * |want|)
+per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
 products can leave the normal range) are compared for NaN-ness only."""
 
 from __future__ import annotations

@@ -110,8 +110,7 @@ class GPUBackend(Backend):
     ``short_lists=0`` keeps the flattened kernels on short lists too, a dict of
     ``op[:dtype]`` thresholds replaces the table's, ``long_list_kernel="flat"`` keeps them
     on long ones, ``staged_lists=()`` keeps the hybrid kernel on every mean length);
-    ``vendor`` "cuda" or "hip" (default: the one
-    present)."""
+    ``vendor`` "cuda" or "hip" (default: the one present)."""
 
     ak_backend = "cuda"
     adopts = True  # host arrays are moved to the device
@@ -357,11 +356,10 @@ class GPUBackend(Backend):
                 return (out, empty) if with_empty else out
             fn = funcs[names[role]]
             R = min(ntiles, max_waves(fn))     # waves, each walking a range of tiles
-            c_R = R
             grid = -(-R // waves_per_block)
             if st.name == "fused":
                 self._launch(names["fused"], fn, grid, cfg.block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, c_R, c_ident, c_out))
+                             (c_off, c_n, c_content, c_shift, c_ntiles, R, c_ident, c_out))
             else:
                 # split: partition pass, reduce pass, fixup pass (every kernel of a unit
                 # runs with the block size it was compiled for)
@@ -371,14 +369,13 @@ class GPUBackend(Backend):
                 c_tlist = sp + 8 * R                     # int64[R]
                 c_lead = sp + 16 * R                     # acc[R]
                 c_tail = sp + (16 + _ACC_BYTES) * R
-                c_E = tile
                 self._launch("gk_partition", funcs["gk_partition"], grid, cfg.block,
-                             (c_off, c_n, c_shift, c_E, c_ntiles, c_R, c_P))
+                             (c_off, c_n, c_shift, tile, c_ntiles, R, c_P))
                 self._launch(names["split"], fn, grid, cfg.block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, c_R, c_ident, c_P,
+                             (c_off, c_n, c_content, c_shift, c_ntiles, R, c_ident, c_P,
                               c_lead, c_tail, c_tlist, c_out))
                 self._launch(names["fixup"], funcs[names["fixup"]], -(-R // cfg.block),
-                             cfg.block, (c_off, c_n, c_shift, c_ntiles, c_R, c_E, c_ident,
+                             cfg.block, (c_off, c_n, c_shift, c_ntiles, R, tile, c_ident,
                                          c_lead, c_tail, c_tlist, c_out))
             # the flattened passes do not write the mask: one comparison pass
             return (out, offsets[1:] == offsets[:-1]) if with_empty else out

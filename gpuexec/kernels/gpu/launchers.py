@@ -36,10 +36,6 @@ def _p(a) -> int:
     return 0 if a is None else ptr(a)
 
 
-def _i(v) -> int:
-    return int(v)
-
-
 def _args(items) -> tuple:
     """Launch arguments (plain ints, one 8-byte kernel parameter each): ints as int64,
     arrays as pointers."""
@@ -98,7 +94,7 @@ class Launchers:
         per = 1 if naive else F.carry_items(w)
         block = self.dev.family_block("carry")
         self._run("carry", name, _cdiv(n, block * per),
-                  (_p(raw), _p(index), _i(n), _p(out)), per_list=per_list)
+                  (_p(raw), _p(index), int(n), _p(out)), per_list=per_list)
         return out
 
     # -- offsets -----------------------------------------------------------------------
@@ -112,13 +108,14 @@ class Launchers:
         out = self.dev.alloc(n + 1, _I64, f"gk_{what}")
         if self._variant() == "fused" and not per_list:
             status = self._zeros(ntiles + 1, _U64, f"gk_{what}_fused")
-            self._run(family, f"gk_{what}_fused", ntiles, count_args + (_i(n), _p(status), _p(out)))
+            self._run(family, f"gk_{what}_fused", ntiles,
+                      count_args + (int(n), _p(status), _p(out)))
             return out
         sums = self.dev.alloc(ntiles + 1, _I64, f"gk_{what}_tiles")
-        self._run(family, f"gk_{what}_tiles", ntiles, count_args + (_i(n), _p(sums)),
+        self._run(family, f"gk_{what}_tiles", ntiles, count_args + (int(n), _p(sums)),
                   per_list=per_list)
-        self._run(family, "gk_scan_tiles", 1, (_p(sums), _i(ntiles)), per_list=per_list)
-        self._run(family, f"gk_{what}_down", ntiles, count_args + (_i(n), _p(sums), _p(out)),
+        self._run(family, "gk_scan_tiles", 1, (_p(sums), int(ntiles)), per_list=per_list)
+        self._run(family, f"gk_{what}_down", ntiles, count_args + (int(n), _p(sums), _p(out)),
                   per_list=per_list)
         return out
 
@@ -138,7 +135,7 @@ class Launchers:
         n_bad = self._zeros(1, _I64, "gk_rebase_offsets")
         block = self.dev.family_block("offsets")
         self._run("offsets", "gk_rebase_offsets", _cdiv(length, block * F.ITEMS),
-                  (_p(offsets), _i(length), _p(out), _p(n_bad)))
+                  (_p(offsets), int(length), _p(out), _p(n_bad)))
         return out, int(n_bad[0])
 
     # -- gathers flattened over list positions ---------------------------------------------
@@ -168,7 +165,7 @@ class Launchers:
         if variant == "split":
             P = self.dev.alloc(ntiles, _I64, "gk_partition")
             self._run(family, "gk_partition", _cdiv(ntiles, block),
-                      (_p(off), _i(n), _i(tile), _i(ntiles), _p(P)))
+                      (_p(off), int(n), int(tile), int(ntiles), _p(P)))
         self._run(family, name, ntiles, _args(before) + (_p(P),) + _args(after))
 
     def list_carry_index(self, starts, offsets):
@@ -220,12 +217,12 @@ class Launchers:
         if variant == "naive" or per_list:
             counts = self.dev.alloc(n, _I64, f"gk_{kind}_count_naive")
             self._run("filter", f"gk_{kind}_count_naive", _cdiv(n, block),
-                      (_p(moff), _i(n), _p(mbytes), _p(vbytes), _p(counts)), per_list=per_list)
+                      (_p(moff), int(n), _p(mbytes), _p(vbytes), _p(counts)), per_list=per_list)
             offsets = self._list_scan("filter", "counts", n, (_p(counts),), per_list)
             k = int(offsets[n])
             carry = self.dev.alloc(k, _I64, f"gk_{kind}_fill_naive")
             self._run("filter", f"gk_{kind}_fill_naive", _cdiv(n, block),
-                      (_p(starts), _p(moff), _i(n), _p(mbytes), _p(vbytes), _p(offsets),
+                      (_p(starts), _p(moff), int(n), _p(mbytes), _p(vbytes), _p(offsets),
                        _p(carry)), per_list=per_list)
             return offsets, carry
         tile = block * F.FILTER_ITEMS
@@ -234,20 +231,20 @@ class Launchers:
             status = self._zeros(ntiles + 1, _U64, f"gk_{kind}_fused")
             carry = self.dev.alloc(m, _I64, f"gk_{kind}_fused")  # sized by the mask
             self._run("filter", f"gk_{kind}_fused", ntiles,
-                      (_p(starts), _p(moff), _i(n), _p(mbytes), _p(vbytes), _p(status),
+                      (_p(starts), _p(moff), int(n), _p(mbytes), _p(vbytes), _p(status),
                        _p(offsets), _p(carry)))
             return offsets, carry[: int(offsets[n])]
         P = self.dev.alloc(ntiles, _I64, "gk_partition")
         self._run("filter", "gk_partition", _cdiv(ntiles, block),
-                  (_p(moff), _i(n), _i(tile), _i(ntiles), _p(P)))
+                  (_p(moff), int(n), int(tile), int(ntiles), _p(P)))
         sums = self.dev.alloc(ntiles + 1, _I64, f"gk_{kind}_tiles")
         self._run("filter", f"gk_{kind}_tiles", ntiles,
-                  (_p(moff), _i(n), _p(mbytes), _p(vbytes), _p(sums)))
-        self._run("filter", "gk_scan_tiles", 1, (_p(sums), _i(ntiles)))
+                  (_p(moff), int(n), _p(mbytes), _p(vbytes), _p(sums)))
+        self._run("filter", "gk_scan_tiles", 1, (_p(sums), int(ntiles)))
         k = int(sums[ntiles])
         carry = self.dev.alloc(k, _I64, f"gk_{kind}_fill")
         self._run("filter", f"gk_{kind}_fill", ntiles,
-                  (_p(starts), _p(moff), _i(n), _p(mbytes), _p(vbytes), _p(P), _p(sums),
+                  (_p(starts), _p(moff), int(n), _p(mbytes), _p(vbytes), _p(P), _p(sums),
                    _p(offsets), _p(carry)))
         return offsets, carry
 
@@ -280,7 +277,7 @@ class Launchers:
             return (self._zeros(1, _I64, "gk_choose"),) + tuple(
                 self.dev.alloc(0, _I64, "gk_combinations") for _ in range(n))
         offsets = self._list_scan("combinations", "choose", lists,
-                                  (_p(starts), _p(stops), _i(n), _i(repl)))
+                                  (_p(starts), _p(stops), int(n), int(repl)))
         total = int(offsets[lists])
         name = f"gk_combinations_{self._variant()}"
         idx = [self.dev.alloc(total, _I64, name) for _ in range(n)]
