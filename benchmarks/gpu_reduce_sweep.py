@@ -3,7 +3,9 @@ launch and kernel choices come from these).
 
 Each variant is a label and the keyword arguments of a ``GPUBackend`` (strategy,
 ``launch`` overrides such as ``"hybrid:block=64,min_blocks=20"``, ``short_lists``,
-``per_list_kernel``, ``long_list_kernel``). For 100M elements in Poisson(5) lists and in
+``per_list_kernel``, ``long_list_kernel``; and ``"checked": true``: the variant's kernels
+get offsets that passed the API layer's check, which remembers their longest list, as a
+public call's do). For 100M elements in Poisson(5) lists and in
 mixed lengths (the data of gpu_reduce.py; ``--dists`` names others), float64 and int64,
 it times sum, max, count_nonzero and argmax under every variant, the variants and a
 device copy timed in turns (``_gputime.CopyAnchor``), as % of the copy bandwidth measured
@@ -47,17 +49,22 @@ def main() -> None:
 
     import cupy as cp
 
+    from gpuexec.kernels import validate
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     data = datasets(cp, args.elements, 7, args.dists.split(","))
     anchor = CopyAnchor(cp, args.elements)
-    backends = {label: GPUBackend(**kwargs) for label, kwargs in variants}
+    checked = {label for label, kwargs in variants if kwargs.get("checked")}
+    backends = {label: GPUBackend(**{k: v for k, v in kwargs.items() if k != "checked"})
+                for label, kwargs in variants}
     device = next(iter(backends.values())).device
     print(f"{device.name} ({device.arch})", flush=True)
     rows = []
     for dist, (offsets, content) in data.items():
         n = offsets.shape[0] - 1
         nbytes = content.nbytes + offsets.nbytes + 8 * n
+        offsets_checked = offsets.copy()  # another buffer: the others stay unchecked
+        validate.offsets(offsets_checked, content.shape[0])
         for dtype in DTYPES:
             values = content if dtype == "float64" else (content * 100).astype(cp.int64)
             for fname, contract in OPS:
@@ -67,7 +74,8 @@ def main() -> None:
                 calls, results = {}, {}
                 for label, backend in backends.items():
                     kernel = backend.kernel(contract, dtype)
-                    calls[label] = (lambda k=kernel: k(offsets, values, *extra))
+                    off = offsets_checked if label in checked else offsets
+                    calls[label] = (lambda k=kernel, off=off: k(off, values, *extra))
                     results[label] = cp.asnumpy(calls[label]())
                 times = anchor.timed(calls)  # every variant and the copy in turns
                 first = next(iter(results.values()))

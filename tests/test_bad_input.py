@@ -225,3 +225,23 @@ def test_validate_offsets_shape_and_dtype():
         validate.offsets(np.zeros(0, np.int64), 3)
     with pytest.raises(ValueError, match="offsets must be integers, got float64"):
         validate.offsets(np.zeros(2), 3)
+
+
+def test_the_offsets_check_remembers_the_longest_list():
+    """The check of an offsets buffer reads its longest list back with its flag (one host
+    read on a GPU) and remembers it for that very buffer; a failed check remembers
+    nothing."""
+    from gpuexec.kernels import validate
+
+    offsets = np.array([0, 2, 2, 9, 10], dtype=np.int64)
+    assert validate.longest_list(offsets) is None
+    validate.offsets(offsets, 10)
+    assert validate.longest_list(offsets) == 7
+    assert validate.longest_list(offsets.copy()) is None
+    bad = np.array([0, 5, 3], dtype=np.int64)
+    with pytest.raises(validate.InvalidLayout):
+        validate.offsets(bad, 5)
+    assert validate.longest_list(bad) is None
+    empty = np.zeros(1, dtype=np.int64)
+    validate.offsets(empty, 0)
+    assert validate.longest_list(empty) == 0

@@ -243,3 +243,29 @@ def test_staged_kernel_band():
     assert q.per_list_role("sum", n, n * 10, "int64") == "naive"
     assert q.per_list_role("sum", n, n * 10, "int32") == "hybrid"
     assert q.family_per_list  # a table of thresholds keeps the families' windows
+
+
+def test_the_longest_list_moves_the_short_list_rule():
+    """Where the longest list is known, the tiled kernel's threshold moves up when no list
+    is far above the mean, and a long tail sends every mean length to the long-list
+    kernel (no list per thread, no staging); unknown, the mean decides as before."""
+    p = S.plan("sm_90")
+    n = 4_000_000  # float64 content from 20M elements: past the tiled kernel's 64 MB
+    rule = p.per_list_rule("sum", "float64")
+    assert rule.bounded > rule.below and rule.short == "tiled"
+    mean = 24
+    assert p.per_list_role("sum", n, mean * n, "float64") == "staged"  # the mean alone
+    assert p.per_list_role("sum", n, mean * n, "float64", longest=60) == "tiled"
+    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000) == "hybrid"
+    # below the mean threshold: one thread per list unless a long tail
+    assert p.per_list_role("argmax", n, 13 * n, "float64") == "naive"
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=40) == "naive"
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000) == "hybrid"
+    assert p.per_list_role("sum", n, 5 * n, "float64", longest=64) == "tiled"  # the floor
+    assert p.per_list_role("sum", n, 5 * n, "float64", longest=65) == "hybrid"
+    # naive short kernels (int64 sum; small content) keep the mean threshold
+    assert p.per_list_role("sum", n, 12 * n, "int64", longest=30) == "hybrid"
+    assert p.per_list_role("sum", 1000, 24_000, "float64", longest=30) == "staged"
+    # an override of the thresholds holds for every kernel
+    assert S.plan("sm_90", short_lists=8).per_list_role("sum", n, mean * n, "float64",
+                                                        longest=60) == "staged"

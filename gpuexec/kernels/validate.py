@@ -48,17 +48,26 @@ def _val(a, i) -> int:
 # Layouts are immutable (awkward's contract), so an offsets buffer that passed its check
 # against a content length passes it again: remembered per buffer object, through a
 # weak reference, so that repeated calls on one array (a processor touches a column many
-# times) skip the O(n) passes and, on a GPU, the host sync of reading their flag.
+# times) skip the O(n) passes and, on a GPU, the host sync of reading their flag. The
+# longest list, read back with the flag, is remembered with it (``longest_list``).
 _passed: dict = {}
 
 
-def _remember(array, content_length) -> None:
+def _remember(array, content_length, longest) -> None:
     key = id(array)
     try:
         ref = weakref.ref(array, lambda _, key=key: _passed.pop(key, None))
     except TypeError:  # an array type without weak references: never remembered
         return
-    _passed[key] = (ref, content_length)
+    _passed[key] = (ref, content_length, longest)
+
+
+def longest_list(offsets):
+    """The length of the longest list of an ``offsets`` buffer that passed ``offsets``
+    (this very object), else None: the GPU engine picks its kernels by it (a mean list
+    length alone cannot tell a few very long lists from none)."""
+    entry = _passed.get(id(offsets))
+    return entry[2] if entry is not None and entry[0]() is offsets else None
 
 
 def _already_passed(array, content_length) -> bool:
@@ -81,16 +90,23 @@ def offsets(offsets, content_length, name="offsets", check_order=True) -> None:
     if offsets.dtype.kind not in "iu":
         raise InvalidDtype(f"{name} must be integers, got {offsets.dtype}")
     n = offsets.shape[0] - 1
-    # One combined flag vector, read back once: on a GPU each read is a host sync.
+    # One combined flag (and the longest list) read back once: on a GPU each read is a
+    # host sync.
     xp = _namespace(offsets)
     checks = [offsets[0] < 0]
     if _known(content_length):
         checks.append(offsets[n] > content_length)
+    longest = 0
     if n > 0 and check_order:
         checks.append((offsets[1:] < offsets[:-1]).any())
-    if not bool(xp.stack(checks).any()):
+        bad, longest = (int(v) for v in xp.stack(
+            [xp.stack(checks).any().astype(np.int64),
+             (offsets[1:] - offsets[:-1]).max().astype(np.int64)]).tolist())
+    else:
+        bad = bool(xp.stack(checks).any())
+    if not bad:
         if check_order and _known(content_length):
-            _remember(offsets, int(content_length))
+            _remember(offsets, int(content_length), longest)
         return
     if n > 0 and check_order:
         down = offsets[1:] < offsets[:-1]

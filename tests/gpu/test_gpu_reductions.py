@@ -311,15 +311,17 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
     """The table's short-list rule: the mean list length picks the mapping (and the row's
     per-list kernel runs it); longer lists go to the strategy's flattened kernel or the
     hybrid one (or its staged variant) as the long-list kernel says; all give the same
-    result as awkward."""
+    result as awkward. (Poisson lengths have no long tail: the tiled kernel's threshold
+    for such inputs, ``bounded``, holds, and the long lists are above it.)"""
     from gpuexec.kernels.gpu import strategies as S
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     be = GPUBackend(strategy=strategy, per_list_kernel=per_list, long_list_kernel=long_kernel)
     threshold = be.plan.short_lists.get(fname, be.plan.short_lists.get("*", 0))
     assert threshold > 1
+    above = 4 * max(threshold, be.plan.per_list_rule(fname, "float64").bounded)
     rng = np.random.default_rng(3)
-    for mean, mapping in ((2, "naive"), (4 * threshold, strategy)):
+    for mean, mapping in ((2, "naive"), (above, strategy)):
         counts = rng.poisson(mean, 3000)
         host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)
         with gk.counting() as s:
@@ -342,6 +344,37 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
         else:
             assert ak.to_list(ak.to_backend(got, "cpu")) == ak.to_list(want)
     assert S.plan(be.device.arch, strategy, short_lists=0).per_list(fname, 10, 10) is False
+
+
+def test_the_longest_list_picks_the_kernel_of_a_public_call():
+    """A public call's offsets pass the API layer's check, which reads their longest list
+    back: a long tail sends lists of a short mean to the hybrid kernel, bounded lengths
+    keep the tiled kernel above the mean threshold; the buffer-level kernel, given offsets
+    nobody checked, decides by the mean alone. Every result equals awkward's."""
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    be = GPUBackend()  # the table
+    rng = np.random.default_rng(11)
+    n = 200_000
+    tail = np.where(rng.random(n) < 0.01, rng.integers(100, 2001, n), rng.poisson(3, n))
+    bounded = rng.poisson(24, 420_000)  # about 10M float64: past the tiled kernel's 64 MB
+    for counts, fname, by_mean, by_longest in ((tail, "argmax", "naive", "hybrid"),
+                                                (bounded, "sum", "staged", "tiled")):
+        host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)
+        x = ak.to_backend(host, "cuda")
+        with gk.counting() as s:
+            got = getattr(gk, fname)(x, axis=1, backend=be)
+        assert [k for k in s["kernels"] if k.startswith("gk_")] == [
+            f"gk_{fname}_float64_{by_longest}"], s["kernels"]
+        want, got = getattr(ak, fname)(host, axis=1), ak.to_backend(got, "cpu")
+        if fname == "sum":
+            np.testing.assert_allclose(ak.to_numpy(got), ak.to_numpy(want), rtol=1e-12)
+        else:
+            assert_same(got, want)
+        offsets = x.layout.offsets.data.copy()  # not checked: the mean decides
+        with gk.counting() as s:
+            be.kernel(f"reduce_{fname}", "float64")(offsets, x.layout.content.data)
+        assert list(s["kernels"]) == [f"gk_{fname}_float64_{by_mean}"], s["kernels"]
 
 
 @pytest.mark.parametrize("strategy", ["split", "fused"])

@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from gpuexec.kernels.stats import record_kernel
+from gpuexec.kernels.validate import longest_list
 from gpuexec.kernels.backend import Backend
 from gpuexec.kernels.gpu import strategies as S
 from gpuexec.kernels.gpu.errors import DeviceOutOfMemory, GPUCallError
@@ -314,6 +315,7 @@ class GPUBackend(Backend):
 
         def reduce(offsets, content, identity=None, with_empty=False):
             cp = self._cp
+            longest = longest_list(offsets)  # where the API layer checked this buffer
             offsets = self.int64(offsets)
             content = self.asarray(content)
             n = offsets.shape[0] - 1
@@ -336,7 +338,7 @@ class GPUBackend(Backend):
             c_off, c_n, c_content, c_shift, c_ntiles = offsets.data.ptr, n, base, shift, ntiles
             c_ident = _identity_bits(identity, dtype, op) if has_identity else 0
             c_out = out.data.ptr
-            per_list_role = choose_per_list(n, content.shape[0], content.nbytes)
+            per_list_role = choose_per_list(n, content.shape[0], content.nbytes, longest)
             # with_empty: also the option mask of mask_identity (True where a list is
             # empty), written by the per-list kernels in the same pass
             empty, c_empty = None, 0

@@ -186,6 +186,12 @@ class ArchRow:
     # op or "op:dtype" -> (from, below): mean list lengths on which the long-list kernel
     # "hybrid" is replaced by its "staged" variant (batches read through shared memory)
     staged_lists: dict = field(default_factory=dict)
+    # Where the input's longest list is known (the offsets' check read it back) and is at
+    # most max(factor x the mean, floor) (``tail``), op or "op:dtype" -> the short-list
+    # threshold of the tiled kernel (missing: ``short_lists``'); a longer longest list
+    # sends every mean length to the long-list kernel (no list per thread, no staging)
+    tiled_lists: dict = field(default_factory=dict)
+    tail: tuple = (4.0, 64)
 
 
 @dataclass(frozen=True)
@@ -214,7 +220,9 @@ class PerListRule(NamedTuple):
     average run the naive unit's ``short`` kernel where the content holds at least
     ``short_from`` bytes (its naive kernel on less); longer ones its ``long`` kernel (None:
     the strategy's flattened passes), or its "staged" kernel on mean lengths in
-    [``staged_from``, ``staged_below``)."""
+    [``staged_from``, ``staged_below``). Where the longest list is known: up to
+    max(``tail_factor`` x the mean, ``tail_floor``), the tiled kernel's threshold is
+    ``bounded``; above, the ``long`` kernel runs whatever the mean."""
 
     below: float
     short: str
@@ -222,6 +230,9 @@ class PerListRule(NamedTuple):
     short_from: int
     staged_from: float
     staged_below: float
+    bounded: float
+    tail_factor: float
+    tail_floor: float
 
 
 # the per-list kernels of the naive unit (role names in its compile unit)
@@ -361,7 +372,19 @@ ARCHES: tuple[ArchRow, ...] = (
             # Poisson(64) +0.9 to +5.2 but int64 argmax 63.0 -> 55.7 (hence 48 there); on
             # 3 % of lists of 100..2000 among Poisson(3) (mean 34) -3.3 to -5.3: batches
             # holding a long list run unstaged, with less L1
-            staged_lists={"argmin:int64": (16, 48), "argmax:int64": (16, 48), "*": (16, 64)}),
+            staged_lists={"argmin:int64": (16, 48), "argmax:int64": (16, 48), "*": (16, 64)},
+            # Where the offsets' check read the longest list back (every public call on a
+            # ListOffsetArray): without a long tail the tiled kernel runs up to a mean of
+            # 64; with one, no list per thread. 100M elements, % of copy, the tiled kernel
+            # against the hybrid / staged one (gpu_reduce_sweep_s17_short2_h200.json,
+            # _verify_): float64 sum at Poisson(24) 97.6 / 90.1, Poisson(32) 96.4 / 92.7,
+            # Poisson(48) 95.5 / 91.9, Poisson(64) 94.3 / 90.7; Poisson(80) 89.2 / 91.0 for
+            # the hybrid kernel; int64 max at Poisson(24) 96.5 / 87.7. With 1 % of lists of
+            # 100..2000 among Poisson(3) (mean 13.5, longest 2000) the per-list kernels run
+            # at 12-32 % and the hybrid one at 71-89 (_short3_): argmax went one thread per
+            # list there by the mean alone (14.8 against 74.3 %)
+            tiled_lists={"sum:float64": 64, "prod:float64": 64, "min:float64": 64,
+                         "max:float64": 64, "min:int64": 64, "max:int64": 64}),
 )
 
 
@@ -403,6 +426,8 @@ class Plan:
     family_per_list: dict = field(default_factory=dict)  # family -> tuple of ListWindow
     tiled_from_bytes: int = 0  # the tiled per-list kernel on smaller content: naive
     staged_lists: dict = field(default_factory=dict)  # op[:dtype] -> (from, below) mean
+    tiled_lists: dict = field(default_factory=dict)  # op[:dtype] -> threshold, bounded tails
+    tail: tuple = (4.0, 64)  # a longest list up to max(factor x mean, floor): no long tail
 
     def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy runs ``family``'s per-list kernels on these lists
@@ -436,37 +461,53 @@ class Plan:
         """How ``per_list_chooser`` maps ``op`` on ``dtype`` (``PerListRule``)."""
         long = self.long_list_kernel(op)
         short = self.per_list_kernel(op, dtype)
+        below = self.short_list_threshold(op, dtype)
         staged = _per_op(self.staged_lists, op, (0, 0), dtype) if long == "hybrid" else (0, 0)
-        return PerListRule(self.short_list_threshold(op, dtype), short,
-                           None if long == "flat" else long,
-                           self.tiled_from_bytes if short == "tiled" else 0, *staged)
+        bounded = below
+        if short == "tiled" and self.strategy.flatten:
+            bounded = _per_op(self.tiled_lists, op, below, dtype)
+        return PerListRule(below, short, None if long == "flat" else long,
+                           self.tiled_from_bytes if short == "tiled" else 0, *staged, bounded,
+                           *self.tail)
 
     def per_list_chooser(self, op: str, dtype: str | None = None):
-        """``choose(n_lists, n_elements, content_bytes)``: the naive unit's kernel that
-        reduces these lists in place of the strategy's flattened passes (the short-list
-        kernel below the threshold, naive below ``short_from`` bytes where that is tiled,
-        the long-list kernel above it unless that is ``flat``), or None for the flattened
-        passes. The rule is looked up once (a reducer takes it at creation, so that a call
+        """``choose(n_lists, n_elements, content_bytes, longest=None)``: the naive unit's
+        kernel that reduces these lists in place of the strategy's flattened passes (the
+        short-list kernel below the threshold, naive below ``short_from`` bytes where that
+        is tiled, the long-list kernel above it unless that is ``flat``; ``longest``, the
+        longest list where known, moves the tiled kernel's threshold or, for a long tail,
+        sends every input to the long-list kernel; ``PerListRule``), or None for the
+        flattened passes. The rule is looked up once (a reducer takes it at creation, so that a call
         only compares sizes: the call floor)."""
         if not self.strategy.flatten:
-            return lambda n_lists, n_elements, content_bytes: None
-        below, short, long, short_from, staged_from, staged_below = self.per_list_rule(op, dtype)
+            return lambda n_lists, n_elements, content_bytes, longest=None: None
+        rule = self.per_list_rule(op, dtype)
+        below, short, long, short_from, staged_from, staged_below = rule[:6]
+        bounded, factor, floor = rule[6:]
 
-        def choose(n_lists, n_elements, content_bytes):
+        def choose(n_lists, n_elements, content_bytes, longest=None):
             if n_lists <= 0:
                 return None
-            if n_elements < below * n_lists:
-                return short if content_bytes >= short_from else "naive"
+            if longest is None:  # the mean alone
+                if n_elements < below * n_lists:
+                    return short if content_bytes >= short_from else "naive"
+            elif longest * n_lists <= max(factor * n_elements, floor * n_lists):
+                tiled = content_bytes >= short_from
+                if n_elements < (bounded if tiled else below) * n_lists:
+                    return short if tiled else "naive"
+            else:  # a long tail: one thread (or lane, staged) per list would wait on it
+                return long
             if staged_from * n_lists <= n_elements < staged_below * n_lists:
                 return "staged"
             return long
         return choose
 
     def per_list_role(self, op: str, n_lists: int, n_elements: int,
-                      dtype: str | None = None) -> str | None:
-        """``per_list_chooser``'s answer for these lists (without a dtype: no size bound)."""
+                      dtype: str | None = None, longest: int | None = None) -> str | None:
+        """``per_list_chooser``'s answer for these lists (without a dtype: no size bound;
+        ``longest``: the longest list, where known)."""
         content_bytes = n_elements * np.dtype(dtype).itemsize if dtype is not None else math.inf
-        return self.per_list_chooser(op, dtype)(n_lists, n_elements, content_bytes)
+        return self.per_list_chooser(op, dtype)(n_lists, n_elements, content_bytes, longest)
 
     def uses_per_list_unit(self, op: str) -> bool:
         """Whether some input of ``op`` may run a kernel of the naive unit."""
@@ -542,8 +583,9 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
     # a per-list kernel named by the caller runs on every input; the table's bound is for
     # the table's choice
     chosen = per_list_kernel or os.environ.get("GPUEXEC_GPU_PER_LIST_KERNEL")
+    tiled = dict(row.tiled_lists) if short_lists is None else {}  # an override holds for all
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
-                longs, windows, 0 if chosen else row.tiled_from_bytes, staged)
+                longs, windows, 0 if chosen else row.tiled_from_bytes, staged, tiled, row.tail)
 
 
 def _per_op(table: dict, op: str, default, dtype: str | None = None):
