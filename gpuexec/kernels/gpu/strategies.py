@@ -188,7 +188,7 @@ class ArchRow:
     staged_lists: dict = field(default_factory=dict)
     # Where the input's longest list is known (the offsets' check read it back) and is at
     # most max(factor x the mean, floor) (``tail``), op or "op:dtype" -> the short-list
-    # threshold of the tiled kernel (missing: ``short_lists``'); a longer longest list
+    # threshold of the tiled kernel (missing: ``short_lists``); a longer longest list
     # sends every mean length to the long-list kernel (no list per thread, no staging)
     tiled_lists: dict = field(default_factory=dict)
     tail: tuple = (4.0, 64)
@@ -477,8 +477,8 @@ class Plan:
         is tiled, the long-list kernel above it unless that is ``flat``; ``longest``, the
         longest list where known, moves the tiled kernel's threshold or, for a long tail,
         sends every input to the long-list kernel; ``PerListRule``), or None for the
-        flattened passes. The rule is looked up once (a reducer takes it at creation, so that a call
-        only compares sizes: the call floor)."""
+        flattened passes. The rule is looked up once (a reducer takes it at creation, so
+        that a call only compares sizes: the call floor)."""
         if not self.strategy.flatten:
             return lambda n_lists, n_elements, content_bytes, longest=None: None
         rule = self.per_list_rule(op, dtype)
