@@ -19,7 +19,10 @@ costs more than the per-list loop, which reads coalesced enough when lists are s
 The row's ``per_list_kernels`` names, per op (or per ``"op:dtype"``), the naive unit's kernel
 that does it: ``naive`` (each thread reads its own list from global memory) or ``tiled``
 (the block first stages its lists' content in shared memory with coalesced 128-bit loads;
-the row's ``tiled_from_bytes`` keeps it to content that does not fit in L2).
+the row's ``tiled_from_bytes`` keeps it to content that does not fit in L2). Where the
+input's longest list is known (a public call's offsets check reads it back,
+``validate.longest_list``), a long tail (``tail``) sends every mean length to the long-list
+kernel, and without one the tiled kernel has its own thresholds (``tiled_lists``).
 
 Longer lists: the row's ``long_list_kernels`` names, per op, what reduces them: ``flat``
 (the strategy's own flattened passes) or ``hybrid`` (a kernel of the naive unit: each wave
