@@ -227,12 +227,17 @@ def test_validate_offsets_shape_and_dtype():
         validate.offsets(np.zeros(2), 3)
 
 
-def test_the_offsets_check_remembers_the_longest_list():
-    """The check of an offsets buffer reads its longest list back with its flag (one host
-    read on a GPU) and remembers it for that very buffer; a failed check remembers
-    nothing."""
+def test_the_offsets_check_remembers_the_longest_list(monkeypatch):
+    """The check of a device offsets buffer reads its longest list back with its flag (one
+    host read) and remembers it for that very buffer; a failed check remembers nothing;
+    host buffers skip the two passes (nothing reads it there). The device branch runs here
+    on numpy arrays: its code is nplike-generic."""
     from gpuexec.kernels import validate
 
+    host = np.array([0, 2, 2, 9, 10], dtype=np.int64)
+    validate.offsets(host, 10)
+    assert validate.longest_list(host) is None  # checked, no longest read on the host
+    monkeypatch.setattr(validate, "_reads_longest", lambda xp: True)
     offsets = np.array([0, 2, 2, 9, 10], dtype=np.int64)
     assert validate.longest_list(offsets) is None
     validate.offsets(offsets, 10)

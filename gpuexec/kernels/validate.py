@@ -64,8 +64,8 @@ def _remember(array, content_length, longest) -> None:
 
 def longest_list(offsets):
     """The length of the longest list of an ``offsets`` buffer that passed ``offsets``
-    (this very object), else None: the GPU engine picks its kernels by it (a mean list
-    length alone cannot tell a few very long lists from none)."""
+    (this very object; device buffers only), else None: the GPU engine picks its kernels
+    by it (a mean list length alone cannot tell a few very long lists from none)."""
     entry = _passed.get(id(offsets))
     return entry[2] if entry is not None and entry[0]() is offsets else None
 
@@ -90,15 +90,16 @@ def offsets(offsets, content_length, name="offsets", check_order=True) -> None:
     if offsets.dtype.kind not in "iu":
         raise InvalidDtype(f"{name} must be integers, got {offsets.dtype}")
     n = offsets.shape[0] - 1
-    # One combined flag (and the longest list) read back once: on a GPU each read is a
-    # host sync.
+    # One combined flag read back once: on a GPU each read is a host sync, and the longest
+    # list rides along with it (on the host it would be two more passes nobody reads)
     xp = _namespace(offsets)
     checks = [offsets[0] < 0]
     if _known(content_length):
         checks.append(offsets[n] > content_length)
-    longest = 0
+    longest = 0 if n == 0 else None
     if n > 0 and check_order:
         checks.append((offsets[1:] < offsets[:-1]).any())
+    if n > 0 and check_order and _reads_longest(xp):
         bad, longest = (int(v) for v in xp.stack(
             [xp.stack(checks).any().astype(np.int64),
              (offsets[1:] - offsets[:-1]).max().astype(np.int64)]).tolist())
@@ -121,6 +122,12 @@ def offsets(offsets, content_length, name="offsets", check_order=True) -> None:
     raise InvalidLayout(
         f"{name} out of range: {name}[{n}]={last} exceeds the length of the content "
         f"({content_length})")
+
+
+def _reads_longest(xp) -> bool:
+    """Whether the offsets check also reads the longest list back (device arrays: the GPU
+    engine picks its kernels by it)."""
+    return xp is not np
 
 
 def _namespace(array):
