@@ -50,7 +50,7 @@ PROBES = {
 
 
 def list_inputs(cp, elements: int):
-    """{name: offsets} over one content of ``elements``: fixed lengths and the mixed ones."""
+    """{name: offsets} of lists of fixed lengths over one content of ``elements``."""
     out = {}
     for length in (512, 1000, 64):
         n = elements // length

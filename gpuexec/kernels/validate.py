@@ -62,17 +62,23 @@ def _remember(array, content_length, longest) -> None:
     _passed[key] = (ref, content_length, longest)
 
 
+def _entry(array):
+    """(weak reference, content length, longest list) of a buffer that passed, or None."""
+    entry = _passed.get(id(array))
+    return entry if entry is not None and entry[0]() is array else None
+
+
 def longest_list(offsets):
     """The length of the longest list of an ``offsets`` buffer that passed ``offsets``
     (this very object; device buffers only), else None: the GPU engine picks its kernels
     by it (a mean list length alone cannot tell a few very long lists from none)."""
-    entry = _passed.get(id(offsets))
-    return entry[2] if entry is not None and entry[0]() is offsets else None
+    entry = _entry(offsets)
+    return None if entry is None else entry[2]
 
 
 def _already_passed(array, content_length) -> bool:
-    entry = _passed.get(id(array))
-    return entry is not None and entry[0]() is array and entry[1] == content_length
+    entry = _entry(array)
+    return entry is not None and entry[1] == content_length
 
 
 # -- layouts ---------------------------------------------------------------------------

@@ -469,9 +469,10 @@ class Plan:
         bounded = below
         if short == "tiled" and self.strategy.flatten:
             bounded = _per_op(self.tiled_lists, op, below, dtype)
-        return PerListRule(below, short, None if long == "flat" else long,
-                           self.tiled_from_bytes if short == "tiled" else 0, *staged, bounded,
-                           *self.tail)
+        return PerListRule(below=below, short=short, long=None if long == "flat" else long,
+                           short_from=self.tiled_from_bytes if short == "tiled" else 0,
+                           staged_from=staged[0], staged_below=staged[1], bounded=bounded,
+                           tail_factor=self.tail[0], tail_floor=self.tail[1])
 
     def per_list_chooser(self, op: str, dtype: str | None = None):
         """``choose(n_lists, n_elements, content_bytes, longest=None)``: the naive unit's
@@ -485,8 +486,9 @@ class Plan:
         if not self.strategy.flatten:
             return lambda n_lists, n_elements, content_bytes, longest=None: None
         rule = self.per_list_rule(op, dtype)
-        below, short, long, short_from, staged_from, staged_below = rule[:6]
-        bounded, factor, floor = rule[6:]
+        below, short, long, short_from = rule.below, rule.short, rule.long, rule.short_from
+        staged_from, staged_below, bounded = rule.staged_from, rule.staged_below, rule.bounded
+        factor, floor = rule.tail_factor, rule.tail_floor
 
         def choose(n_lists, n_elements, content_bytes, longest=None):
             if n_lists <= 0:
