@@ -129,6 +129,8 @@ def gpuexec_executor(mode: str, args):
         common["merge_on"] = args.merge_on
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
+    if mode == "placement-nobackup":  # no copies of straggling tasks (backups=None)
+        return GPUExecutor(gpu_workers=args.gpu_workers, backups=None, **common)
     if mode == "all-gpu":
         return GPUExecutor(gpu_workers=args.gpu_workers, cpu_workers=0, **common)
     return GPUExecutor(gpu_workers=0, **common)  # all-cpu: CPU workers on every core
@@ -153,7 +155,10 @@ def main(argv=None) -> int:
                              "default when not given)")
     parser.add_argument("--merge-on", default=None, choices=("client", "cluster"),
                         help="where GPUExecutor merges outputs (default: its own)")
-    parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures")
+    parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures",
+                        help="also placement-nobackup: GPUExecutor(backups=None)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="timed runs per query and executor; the median one is kept")
     parser.add_argument("--inflate", default="auto", choices=inflate.CHOICES,
                         help="library inflating zlib baskets in every executor's workers "
                              "(gpuexec.inflate; default: ISA-L where installed)")
@@ -229,18 +234,28 @@ def main(argv=None) -> int:
                                                      f"{args.executor_budget:.0f} s spent"}
                     continue
                 run_query(ex, number, paths, chunksize, maxchunks=warm)
-                cpu_before = process_cpu_seconds()
-                seconds, out = run_query(ex, number, paths, chunksize)
-                entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds,
-                         "client_cpu_s": process_cpu_seconds() - cpu_before}
-                if name not in ("dask", "futures"):
-                    call = ex.report.processing
-                    entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
-                                  "timing": call.timing(), "merged_tasks": len(call.merges),
-                                  "fallbacks": len(call.fallbacks), "phases": call.phases})
-                    if name == "placement" and ex.placement is not None:
-                        entry["placement"] = ex.placement.summary()
-                        entry["decisions"] = ex.placement.decisions()
+                timed = []
+                for _ in range(max(1, args.repeat)):
+                    cpu_before = process_cpu_seconds()
+                    seconds, out = run_query(ex, number, paths, chunksize)
+                    entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds,
+                             "client_cpu_s": process_cpu_seconds() - cpu_before}
+                    if name not in ("dask", "futures"):
+                        call = ex.report.processing
+                        entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
+                                      "timing": call.timing(), "merged_tasks": len(call.merges),
+                                      "fallbacks": len(call.fallbacks), "phases": call.phases,
+                                      "backups": len(call.backups),
+                                      "backups_counted": sum(b.taken_from == b.to_pool
+                                                             for b in call.backups)})
+                        if name.startswith("placement") and ex.placement is not None:
+                            entry["placement"] = ex.placement.summary()
+                            entry["decisions"] = ex.placement.decisions()
+                    timed.append(entry)
+                timed.sort(key=lambda e: e["seconds"])
+                entry = dict(timed[len(timed) // 2])  # the median run, whole
+                if len(timed) > 1:
+                    entry["repeats_seconds"] = [e["seconds"] for e in timed]
                 rows[number][name] = entry
         print(f"{name}: {time.perf_counter() - start:.0f} s for queries {args.queries}",
               flush=True)
@@ -294,6 +309,12 @@ def print_row(name: str, row: dict) -> None:
                   f"({100 * t['read'] / total:.0f}%), transfer {t['transfer']:.2f} s "
                   f"({100 * t['transfer'] / total:.0f}%), compute {t['compute']:.2f} s "
                   f"({100 * t['compute'] / total:.0f}%)")
+    if "placement" in ran and "placement-nobackup" in ran:
+        on, off = ran["placement"], ran["placement-nobackup"]
+        ratio = on["events_per_s"] / off["events_per_s"]
+        print(f"    backups: placement / placement-nobackup {ratio:.2f}x "
+              f"(makespan {on['makespan']:.2f} vs {off['makespan']:.2f} s; "
+              f"{on['backups']} copies, {on['backups_counted']} counted)")
     if "placement_vs_best_single" in row:
         print(f"    makespan: placement {row['placement']['makespan']:.2f} s, all-CPU "
               f"{row['all-cpu']['makespan']:.2f} s, all-GPU {row['all-gpu']['makespan']:.2f} s "

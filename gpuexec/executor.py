@@ -56,7 +56,9 @@ from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 from gpuexec import inflate as inflater
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.heap import freeze_once
+from gpuexec.scheduler.placement import BACKUP_TICK
 from gpuexec.scheduler.report import (
+    BackupCopy,
     CallReport,
     ChunkRun,
     EntriesMismatch,
@@ -437,6 +439,8 @@ class _Task:
         from gpuexec.scheduler.plugins import pin_task_thread
 
         pin_task_thread()
+        if self.report_runs:
+            _report_runs(None)  # started: the placement predicts its end from now
         timings = _Timings()
         start = time.perf_counter()
         try:
@@ -506,14 +510,16 @@ def _timing_of(part: _Partial) -> list:
 
 # A task's runs reach the client as a worker event on this topic, ahead of the task's own
 # completion (the worker and the scheduler send both down the same ordered streams), so the
-# placement policy learns each task's time without a task and a fetch per chunk.
+# placement policy learns each task's time without a task and a fetch per chunk. A task
+# also says when it starts (runs None): the policy predicts when tasks in flight end.
 RUNS_TOPIC = "gpuexec-runs"
 _reported_runs: dict = {}  # task key -> runs, filled by the client's event handler
+_reported_starts: dict = {}  # run token -> SimpleQueue of (task key, time.monotonic())
 _watching: set = set()  # run tokens of this process's runs in progress (other clients' runs
 #                         on a shared cluster send events on the same topic)
 
 
-def _report_runs(runs: list) -> None:
+def _report_runs(runs: list | None) -> None:
     from distributed import get_worker
 
     try:
@@ -526,8 +532,15 @@ def _report_runs(runs: list) -> None:
 def _store_runs(event) -> None:
     _timestamp, msg = event
     key = str(msg["key"])
-    if any(run in key for run in _watching):
-        _reported_runs[key] = msg["runs"]
+    for run in list(_watching):
+        if run in key:
+            if msg["runs"] is None:
+                starts = _reported_starts.get(run)
+                if starts is not None:
+                    starts.put((key, time.monotonic()))
+            else:
+                _reported_runs[key] = msg["runs"]
+            return
 
 
 def _tally(total: _Partial, part: _Partial) -> None:
@@ -621,6 +634,7 @@ class _Submitted:
     indices: tuple
     pool: str
     future: Any
+    backup: bool = False  # a second copy of chunks that another task also runs
 
 
 @dataclass
@@ -703,6 +717,12 @@ class GPUExecutor(ExecutorBase):
             (no placement) submits every chunk at once.
         gpu_lost_after: seconds without any worker of a GPU pool before its chunks are
             moved to CPU workers.
+        backups: once every chunk is placed, a task in flight is copied to another
+            pool's idle slots when the copy is predicted to finish earlier by more than
+            this fraction of its own time (a straggler, or a slow pool's last chunks);
+            the first copy to complete counts and the other is cancelled (one already
+            running finishes on its worker and its output is dropped). None: never.
+            ``report.processing.backups`` lists the copies.
         memory_limit: per embedded worker ("auto": a share of the machine's memory).
         dashboard_address: of the embedded cluster (localhost; a busy port is replaced
             by a free one).
@@ -740,6 +760,7 @@ class GPUExecutor(ExecutorBase):
     gpu_merge: int = 4
     window: float = 2.0
     gpu_lost_after: float = 5.0
+    backups: float | None = 0.5
     memory_limit: str | int | float = "auto"
     dashboard_address: str = "127.0.0.1:8787"
     merge_on: str = "client"
@@ -956,7 +977,8 @@ class GPUExecutor(ExecutorBase):
 
         return Placement.from_pools(pools.values(), self._calibration(client, pools),
                                     gpu_merge=self.gpu_merge, crossover=self.crossover,
-                                    probe=self.probe, unmeasured_depth=1, depth=self.window)
+                                    probe=self.probe, unmeasured_depth=1, depth=self.window,
+                                    backup_margin=self.backups)
 
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):
@@ -1095,6 +1117,7 @@ class GPUExecutor(ExecutorBase):
             files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
                             for item in items),
             fallbacks=loop.fallbacks,
+            backups=list(loop.copies.values()),
             merges=loop.merge_notes,
             phases=dict(loop.phases),
             placement=(None if policy is None else
@@ -1135,6 +1158,13 @@ class _Loop:
         self.ready: dict = {}  # first chunk index -> (output future, its chunk indices)
         self.frontier = 0  # lowest chunk index whose output has not joined the tree
         self.accounted: set[int] = set()
+        # backup copies: chunks whose output was taken (from whichever copy completed
+        # first), the tasks in flight that run each chunk, and the report's records
+        self.taken: set[int] = set()
+        self.cover: dict[int, set] = {}
+        self.copies: dict[tuple, BackupCopy] = {}
+        self.cancelled: dict = {}  # task key -> _Submitted: lost to a copy, may still run
+        self.starts: queue.SimpleQueue = queue.SimpleQueue()  # (task key, monotonic time)
         self.moving: dict = {}  # key of a GPU output's copy to a CPU worker -> (copy, _Submitted)
         # merge_on="client": outputs being fetched (task key -> _Submitted), the merged
         # output of the chunks taken so far
@@ -1206,6 +1236,20 @@ class _Loop:
         remaining = len(self.pending) + sum(map(len, batch.values()))
         for pool, indices in batch.items():
             self._submit(pool, indices, remaining=remaining)
+        if not self.pending and self.policy is not None:
+            self._copy_stragglers()
+
+    def _copy_stragglers(self) -> None:
+        """Every chunk is placed: copy the tasks that the policy predicts another pool's
+        idle slots finish clearly earlier (``Placement.backups``)."""
+        for b in self.policy.backups():
+            self.copies[b.chunks] = BackupCopy(self.labels[b.chunks[0]] + (
+                f"+{len(b.chunks) - 1}" if len(b.chunks) > 1 else ""), b.from_pool, b.pool)
+            logger.info("gpuexec: %s copied from the %s pool to idle %s slots (predicted "
+                        "to finish at %.2f s there, %.2f s where it runs)",
+                        self.copies[b.chunks].label, b.from_pool, b.pool, b.copy_finish,
+                        b.original_finish)
+            self._submit(b.pool, list(b.chunks), merge=False, backup=True)
 
     def _merge_count(self, remaining: int | None) -> int:
         """Chunks per merged GPU task: ``gpu_merge``, or fewer as the run ends (guided
@@ -1217,9 +1261,10 @@ class _Loop:
         return max(1, min(self.ex.gpu_merge, -(-remaining // self.slots)))
 
     def _submit(self, pool: str, indices: list[int], merge: bool = True,
-                remaining: int | None = None) -> None:
+                remaining: int | None = None, backup: bool = False) -> None:
         """Submit the chunks ``indices`` to ``pool``; on a GPU pool adjacent chunks of one
-        file are merged (``remaining``: chunks not yet submitted, these included)."""
+        file are merged (``remaining``: chunks not yet submitted, these included;
+        ``backup``: second copies of chunks in flight elsewhere)."""
         from gpuexec.scheduler.placement import merge_for_gpu
 
         count = self._merge_count(remaining)
@@ -1262,8 +1307,10 @@ class _Loop:
         # runs from its worker event (RUNS_TOPIC); a timing task per chunk cost a quarter of
         # a 40-chunk run on 2 cores
         for group, future in zip(groups, futures):
-            self.in_flight[future.key] = _Submitted(group, pool, future)
+            self.in_flight[future.key] = _Submitted(group, pool, future, backup)
             self.chunks_in_flight += len(group)
+            for i in group:
+                self.cover.setdefault(i, set()).add(future.key)
             future.add_done_callback(self.completed.put)
         self.mark("first_submitted", first=True)
         if self.progress is not None:
@@ -1386,8 +1433,63 @@ class _Loop:
         return work[0]
 
     # ------------------------------------------------------------------ faults
+    def _drop(self, sub: _Submitted) -> None:
+        """``sub`` leaves the tasks in flight (completed, failed or cancelled)."""
+        if self.in_flight.pop(sub.future.key, None) is not None:
+            self.chunks_in_flight -= len(sub.indices)
+        for i in sub.indices:
+            self.cover.get(i, set()).discard(sub.future.key)
+
+    def _take(self, sub: _Submitted) -> None:
+        """``sub``'s output counts for its chunks: any other copy of them is cancelled
+        (a running one finishes on its worker; its output is never looked at). A task
+        cancelled so has its other chunks run by their own copies, or run again."""
+        self.taken.update(sub.indices)
+        for i in sub.indices:
+            self.pool_of[i] = sub.pool
+        if self.policy is not None:
+            self.policy.settle(list(sub.indices), sub.pool)
+        for chunks, note in self.copies.items():
+            if set(chunks) & set(sub.indices):
+                note.taken_from = sub.pool
+        losers = {key for i in sub.indices for key in self.cover.get(i, ())}
+        orphans = []
+        for key in losers:
+            other = self.in_flight.get(key)
+            if other is None:
+                continue
+            self._drop(other)
+            self.client.cancel([other.future])
+            self.cancelled[key] = other
+            if self.progress is not None:
+                self.progress.done(other.pool, len(other.indices))
+            orphans += [i for i in other.indices if i not in self.taken and not self.cover.get(i)]
+        for i in orphans:  # none while copies of a task's chunks are made together
+            pool = self.pool_of[i]
+            if self.policy is not None:
+                self.policy.retry(i, pool, reason="its task was cancelled: a copy of a "
+                                                  "chunk merged with it counted first")
+            self._submit(pool, [i], merge=False)
+
     def _fall_back(self, sub: _Submitted, reason: str) -> None:
-        """Re-run the chunks of a GPU task on the CPU pool (each chunk alone)."""
+        """Re-run the chunks of a GPU task on the CPU pool (each chunk alone), but for
+        those that a copy in flight still runs (recorded as moved to the copy's pool)."""
+        covered = [i for i in sub.indices if self.cover.get(i)]
+        if covered:
+            logger.warning("gpuexec: %d chunk(s) (%s) failed on the %s pool (%s); a copy "
+                           "of each runs elsewhere", len(covered), self.labels[covered[0]],
+                           sub.pool, reason)
+            if self.policy is not None:
+                self.policy.release(covered, pool=sub.pool)
+            for i in covered:
+                to = min(self.in_flight[key].pool for key in self.cover[i])
+                self.fallbacks.append(Fallback(self.labels[i], sub.pool, to,
+                                               f"{reason} (a copy was running there)"))
+        sub = _Submitted(tuple(i for i in sub.indices if i not in covered), sub.pool,
+                         sub.future, sub.backup)
+        if not sub.indices:
+            return
+        self.taken.difference_update(sub.indices)  # an output taken and then lost
         cpu = self.cpu[0]
         for i in sub.indices:
             if self.policy is not None:
@@ -1401,6 +1503,12 @@ class _Loop:
     def _failed(self, sub: _Submitted, err: BaseException) -> None:
         if sub.pool in self.gpu and self.cpu:
             self._fall_back(sub, _reason(err))
+            return
+        if all(self.cover.get(i) for i in sub.indices):  # a copy failed, another runs
+            logger.warning("gpuexec: a copy of %s failed on the %s pool (%s); another runs",
+                           self.labels[sub.indices[0]], sub.pool, _reason(err))
+            if self.policy is not None:
+                self.policy.release(list(sub.indices), pool=sub.pool)
             return
         raise err
 
@@ -1425,8 +1533,7 @@ class _Loop:
                            "on CPU workers", name, now - since)
             for key, sub in list(self.in_flight.items()):
                 if sub.pool == name:
-                    del self.in_flight[key]
-                    self.chunks_in_flight -= len(sub.indices)
+                    self._drop(sub)
                     self.client.cancel([sub.future])
                     self._fall_back(sub, f"the {name} pool lost its last worker")
             for key, (copy, sub) in list(self.moving.items()):
@@ -1456,6 +1563,28 @@ class _Loop:
             except queue.Empty:
                 return done
 
+    def _worker_events(self) -> None:
+        """Tell the policy which tasks started, and the times of cancelled copies that
+        ran to their end anyway (their runs arrive as any task's; their outputs are
+        never fetched)."""
+        if self.policy is None:
+            return
+        offset = self.policy.clock() - time.monotonic()
+        while True:
+            try:
+                key, at = self.starts.get_nowait()
+            except queue.Empty:
+                break
+            sub = self.in_flight.get(key)
+            if sub is not None:
+                self.policy.started(list(sub.indices), now=at + offset, pool=sub.pool)
+        for key, sub in list(self.cancelled.items()):
+            runs = _reported_runs.pop(key, None)
+            if runs is not None:
+                del self.cancelled[key]
+                for indices, _worker, _units, seconds, _r, _t in runs:
+                    self.policy.lost(list(indices), seconds, pool=sub.pool)
+
     def _runs_of(self, future) -> list:
         """A completed task's runs: from its worker event, or (should the event be late or
         lost) fetched by a small task where its output is."""
@@ -1467,12 +1596,14 @@ class _Loop:
 
     def run(self) -> _Partial:
         if self.policy is not None:
+            _reported_starts[self.run_token] = self.starts
             _watching.add(self.run_token)
             self.client.subscribe_topic(RUNS_TOPIC, _store_runs)
         try:
             return self._run()
         finally:
             _watching.discard(self.run_token)
+            _reported_starts.pop(self.run_token, None)
             for key in [k for k in _reported_runs if self.run_token in k]:
                 _reported_runs.pop(key, None)
             if self.fetcher is not None:
@@ -1483,7 +1614,10 @@ class _Loop:
         last_check = 0.0
         while self.in_flight or self.moving or self.fetching:
             to_fetch = []  # outputs of the tasks seen complete in this batch
-            for done in self._completed(timeout=1.0):
+            # once every chunk is placed, look for stragglers to copy between completions
+            watch = (not self.pending and self.policy is not None
+                     and self.policy.backup_margin is not None)
+            for done in self._completed(timeout=BACKUP_TICK if watch else 1.0):
                 if isinstance(done, _Fetched):
                     sub = self.fetching.pop(done.key, None)
                     if sub is None:  # moved to the CPU pool meanwhile
@@ -1507,10 +1641,10 @@ class _Loop:
                         continue
                     self._collect(copy, sub.indices)
                     continue
-                sub = self.in_flight.pop(done.key, None)
-                if sub is None:
+                sub = self.in_flight.get(done.key)
+                if sub is None:  # cancelled: another copy counted, or its pool was lost
                     continue
-                self.chunks_in_flight -= len(sub.indices)
+                self._drop(sub)
                 self.mark("last_task_seen")
                 if done.status == "error":
                     self._failed(sub, done.exception())
@@ -1521,11 +1655,13 @@ class _Loop:
                 if self.policy is not None:
                     timed = set()
                     for indices, _worker, _units, seconds, _r, _t in self._runs_of(sub.future):
-                        self.policy.observe(list(indices), seconds)
+                        self.policy.observe(list(indices), seconds, pool=sub.pool)
                         timed.update(indices)
                     # a chunk without a run of its own still leaves its pool's queue (a
                     # pool at its depth would otherwise wait for it forever)
-                    self.policy.release([i for i in sub.indices if i not in timed])
+                    self.policy.release([i for i in sub.indices if i not in timed],
+                                        pool=sub.pool)
+                self._take(sub)
                 if self.on_client:
                     # fetched here, where a GPU worker that dies later cannot take it along
                     to_fetch.append(sub)
@@ -1541,6 +1677,7 @@ class _Loop:
                     self.progress.done(sub.pool, len(sub.indices))
             if to_fetch:
                 self._fetch(to_fetch)
+            self._worker_events()
             if time.monotonic() - last_check >= 1.0:
                 self._watch_gpu_pools()
                 last_check = time.monotonic()

@@ -321,6 +321,92 @@ def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference, m
         ex.close()
 
 
+def _bare_loop(n_chunks):
+    """A _Loop without a cluster: its bookkeeping of copies, with submissions recorded."""
+    from gpuexec.executor import _Loop
+
+    loop = _Loop.__new__(_Loop)
+    loop.labels = [f"c{i}" for i in range(n_chunks)]
+    loop.in_flight, loop.cover, loop.taken, loop.cancelled = {}, {}, set(), {}
+    loop.copies, loop.fallbacks, loop.pool_of = {}, [], {}
+    loop.chunks_in_flight, loop.policy, loop.progress = 0, None, None
+    loop.gpu, loop.cpu = ["gpu"], ["cpu"]
+    cancel = lambda self, futures: loop.cancels.extend(futures)  # noqa: E731
+    loop.client = type("Client", (), {"cancel": cancel})()
+    loop.cancels, loop.submitted = [], []
+
+    def submit(pool, indices, merge=True, remaining=None, backup=False):
+        from gpuexec.executor import _Submitted
+
+        loop.submitted.append((pool, tuple(indices), backup))
+        key = f"{pool}-{len(loop.submitted)}"
+        loop.in_flight[key] = _Submitted(tuple(indices), pool, type("F", (), {"key": key})(),
+                                         backup)
+        loop.chunks_in_flight += len(indices)
+        for i in indices:
+            loop.cover.setdefault(i, set()).add(key)
+        for i in indices:
+            loop.pool_of.setdefault(i, pool)
+
+    loop._submit = submit
+    return loop
+
+
+def test_the_first_copy_to_complete_counts_and_cancels_the_other():
+    loop = _bare_loop(4)
+    loop._submit("gpu", [0, 1])  # a merged GPU task
+    loop._submit("cpu", [2])
+    loop._submit("cpu", [0], merge=False, backup=True)  # copies of the merged task's chunks
+    loop._submit("cpu", [1], merge=False, backup=True)
+    gpu_task, _, copy0, copy1 = list(loop.in_flight.values())
+    loop._drop(copy0)
+    loop._take(copy0)  # chunk 0's copy counts: the merged original is cancelled
+    assert loop.cancels == [gpu_task.future] and gpu_task.future.key in loop.cancelled
+    assert loop.taken == {0} and loop.pool_of[0] == "cpu"
+    assert set(loop.in_flight) == {"cpu-2", "cpu-4"}  # chunk 1 counts on its own copy
+    assert loop.submitted[-1] == ("cpu", (1,), True)  # nothing re-run
+    loop._drop(copy1)
+    loop._take(copy1)
+    assert loop.taken == {0, 1} and loop.chunks_in_flight == 1
+
+
+def test_a_merged_task_cancelled_for_one_chunk_reruns_chunks_nothing_else_runs():
+    loop = _bare_loop(3)
+    loop._submit("gpu", [0, 1, 2])
+    loop._submit("cpu", [0], merge=False, backup=True)  # (copies are made for whole tasks)
+    copy = loop.in_flight["cpu-2"]
+    loop._drop(copy)
+    loop._take(copy)
+    # chunks 1 and 2 lost their only task: each runs again where it was placed
+    assert loop.submitted[-2:] == [("gpu", (1,), False), ("gpu", (2,), False)]
+    assert all(loop.cover[i] for i in (1, 2))
+
+
+def test_a_gpu_failure_with_a_copy_running_is_recorded_and_not_rerun():
+    loop = _bare_loop(3)
+    loop._submit("gpu", [0, 1])
+    loop._submit("cpu", [0], merge=False, backup=True)
+    loop._submit("cpu", [1], merge=False, backup=True)
+    failed = loop.in_flight["gpu-1"]
+    loop._drop(failed)
+    loop._failed(failed, MemoryError("device out of memory"))
+    assert len(loop.submitted) == 3  # the copies run; nothing re-submitted
+    assert [(f.label, f.from_pool, f.to_pool) for f in loop.fallbacks] == \
+        [("c0", "gpu", "cpu"), ("c1", "gpu", "cpu")]
+    assert all("MemoryError" in f.reason and "copy" in f.reason for f in loop.fallbacks)
+    # a failed copy whose original still runs is dropped quietly; one alone raises
+    copy = loop.in_flight["cpu-2"]
+    loop._drop(copy)
+    with pytest.raises(ValueError):
+        loop._failed(copy, ValueError("bad chunk"))
+    loop._submit("cpu", [2])
+    loop._submit("gpu", [2], merge=False, backup=True)
+    original = loop.in_flight["cpu-4"]
+    loop._drop(original)
+    loop._failed(original, ValueError("bad chunk"))  # its GPU copy still runs
+    assert "gpu-5" in loop.in_flight
+
+
 def test_merged_gpu_tasks_shrink_as_the_run_ends():
     """Guided self-scheduling of merged GPU tasks: gpu_merge chunks while plenty remain,
     then at most the remaining chunks' share of one slot."""
@@ -330,3 +416,34 @@ def test_merged_gpu_tasks_shrink_as_the_run_ends():
     loop.ex, loop.slots = GPUExecutor(gpu_merge=4), 16
     assert [loop._merge_count(r) for r in (None, 100, 64, 49, 33, 17, 16, 1)] == \
         [4, 4, 4, 4, 3, 2, 1, 1]
+
+
+class SlowOnCPU(DimuonProcessor):
+    def __init__(self, delay):
+        self.delay = delay
+
+    def process(self, events):
+        time.sleep(0.02 if on_gpu_pool() else self.delay)
+        return super().process(events)
+
+
+def test_a_straggling_cpu_chunk_is_copied_to_the_idle_gpu_pool(executor, tt_reference):
+    """The CPU pool draws chunks before any time is measured and takes 15 s over each;
+    the GPU pool is done with the others in a few seconds. Running past its prediction,
+    the CPU's chunk is copied to the idle GPU worker, whose output counts; so is the one
+    queued behind it. The run ends long before the straggler would, and every event
+    counts once. (Last in the module: the cancelled straggler keeps its CPU worker busy
+    until it ends.)"""
+    delay = 15.0
+    ex = executor.copy()
+    out = runner(ex, chunksize=20)({"TT": [TT]}, SlowOnCPU(delay), treename="Events")
+    assert_same_output(out, tt_reference)
+    call = ex.report.processing
+    assert call.processed == 200 and sum(call.pools.values()) == 10
+    copied = [b for b in call.backups if (b.from_pool, b.to_pool) == ("cpu", "gpu")]
+    assert copied and all(b.taken_from == "gpu" for b in copied), call.backups
+    decisions = ex.placement.decisions()
+    assert {d["taken_from"] for d in decisions} == {"gpu"}
+    assert any(d["pool"] == "cpu" and d["backup_pool"] == "gpu" for d in decisions)
+    assert call.seconds < delay, call.seconds
+    assert "copied to another pool's idle slots" in str(ex.report)

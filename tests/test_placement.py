@@ -428,3 +428,149 @@ def test_a_simulated_run_with_a_depth_holds_chunks_back_and_loses_none():
     assert max(seen) <= 1.0
     assert sum(v["events"] for v in run.pools.values()) == 100 * 50_000
     assert len(policy.decisions()) == 100
+
+
+# ------------------------------------------------------------------- backup copies
+def test_a_straggler_is_copied_to_an_idle_pool_and_the_first_copy_counts():
+    """Once nothing waits, a task predicted to end well after a copy on another pool's
+    idle slot would is copied there; the copy that completes first counts, and the other
+    keeps its slot until its predicted end (a running task cannot be stopped)."""
+    policy = Placement([Pool("cpu", "cpu", 2, CostModel(0.0, 1e5)),
+                        Pool("gpu", "gpu", 1, CostModel(0.01, 1e6))],
+                       probe=2, explore=False, backup_margin=0.5)
+    sizes = [50_000, 500_000, 50_000, 50_000]
+    start = 0
+    for i, n in enumerate(sizes):  # probe: chunks 0, 1 on the CPU, 2, 3 on the GPU
+        policy.assign(chunk(i, n, start=start), now=0.0)
+        start += n
+    assert [d["pool"] for d in policy.decisions()] == ["cpu", "cpu", "gpu", "gpu"]
+    policy.started([0], now=0.0)
+    policy.started([1], now=0.0)
+    policy.started([2], now=0.0)
+    assert policy.backups(now=0.0) == []  # no idle slot anywhere
+    policy.observe(2, 0.06, now=0.06)
+    policy.started([3], now=0.06)
+    policy.observe(3, 0.06, now=0.12)
+    policy.observe(0, 0.5, now=0.5)
+    # chunk 1 (5 s on a CPU slot) against a copy of 0.51 s on the idle GPU
+    (backup,) = policy.backups(now=0.5)
+    assert (backup.chunks, backup.from_pool, backup.pool) == ((1,), "cpu", "gpu")
+    assert backup.original_finish == pytest.approx(5.0)
+    assert backup.copy_finish == pytest.approx(0.5 + 0.01 + 0.5, rel=0.05)
+    assert policy.backups(now=0.6) == []  # copied once; the GPU slot holds the copy
+    with pytest.raises(ValueError):
+        policy.observe(1, 0.4, now=0.9, pool="elsewhere")
+    policy.observe(1, 0.4, now=0.9, pool="gpu")
+    policy.settle(1, "gpu", now=0.9)
+    record = policy.decisions()[1]
+    assert record["pool"] == "cpu" and record["backup_pool"] == "gpu"
+    assert record["taken_from"] == "gpu" and record["actual_seconds"] == 0.4
+    # the cancelled original still runs: its CPU slot is busy until its predicted end,
+    # or until it is reported to have ended; its time still teaches the CPU model
+    cpu_slot = policy._slots["cpu"][1]
+    assert not cpu_slot.idle(1.0) and cpu_slot.anchor == pytest.approx(5.0)
+    seen = policy.pools["cpu"].model.observations
+    policy.lost(1, 4.5, now=4.5)
+    assert cpu_slot.idle(4.5) and policy.pools["cpu"].model.observations == seen + 1
+    summary = policy.summary()["pools"]
+    assert summary["gpu"]["backups"] == 1 and summary["gpu"]["backups_taken"] == 1
+
+
+def test_no_copy_unless_it_wins_by_the_margin():
+    def run(margin, big):
+        policy = Placement([Pool("cpu", "cpu", 2, CostModel(0.0, 1e5)),
+                            Pool("gpu", "gpu", 1, CostModel(0.01, 1e6))],
+                           probe=2, explore=False, backup_margin=margin)
+        for i, n in enumerate([50_000, big, 50_000, 50_000]):
+            policy.assign(chunk(i, n, start=1_000_000 * i), now=0.0)
+            policy.started(i, now=0.0 if i < 3 else 0.06)
+        for i, t in ((2, 0.06), (3, 0.12), (0, 0.5)):
+            policy.observe(i, 0.06 if i > 0 else 0.5, now=t)
+        return policy.backups(now=0.5)
+
+    assert run(0.5, 500_000)
+    assert run(None, 500_000) == []  # backups off
+    assert run(20.0, 500_000) == []  # 4.5 s left against 0.51 s: not 21x
+    # 0.1 s left on the CPU against a copy of 0.07 s: not 1.5x
+    assert run(0.5, 60_000) == []
+    assert run(0.25, 60_000)
+    with pytest.raises(ValueError):
+        Placement(pools(), backup_margin=-1)
+
+
+def test_a_merged_gpu_task_is_copied_chunk_by_chunk_when_enough_cpu_slots_are_idle():
+    policy = Placement([Pool("gpu", "gpu", 1, CostModel(0.0, 1e4), merge=2),
+                        Pool("cpu", "cpu", 2, CostModel(0.0, 1e5))],
+                       probe=4, explore=False, backup_margin=0.5)
+    for i in range(7):  # probe: chunks 0-3 on the GPU, 4-6 on the CPU
+        policy.assign(chunk(i, 10_000, start=10_000 * i), now=0.0)
+        if i == 1:
+            policy.end_batch()
+    policy.mark_merged([0, 1])
+    policy.mark_merged([2, 3])
+    for ids, at in (([0, 1], 0.0), ([4], 0.0), ([5], 0.0), ([6], 0.1), ([2, 3], 2.0)):
+        policy.started(ids, now=at)
+    policy.observe([0, 1], 2.0, now=2.0)  # the GPU measured: its next task ends at 4 s
+    policy.observe(4, 0.1, now=0.1)
+    policy.observe(5, 0.1, now=0.1)
+    busy = [s for s in policy._slots["cpu"] if s.outstanding]
+    assert len(busy) == 1  # chunk 6 still queued on one CPU slot
+    policy.observe(6, 0.1, now=0.2)
+    (backup,) = policy.backups(now=2.0)
+    assert backup.chunks == (2, 3) and backup.pool == "cpu"
+    assert {policy.decisions()[i]["backup_pool"] for i in (2, 3)} == {"cpu"}
+    # the first copy to finish takes the merged original off the GPU's queue; the other
+    # chunk counts on its own copy
+    policy.observe(2, 0.1, now=2.1, pool="cpu")
+    policy.settle(2, "cpu", now=2.1)
+    assert policy.decisions()[3]["taken_from"] is None
+    assert not policy._slots["gpu"][0].outstanding
+    assert not policy._slots["gpu"][0].idle(2.1)  # busy until the task's predicted end
+    policy.observe(3, 0.1, now=2.1, pool="cpu")
+    policy.settle(3, "cpu", now=2.1)
+    assert [policy.decisions()[i]["taken_from"] for i in (2, 3)] == ["cpu", "cpu"]
+
+
+def test_a_merged_task_is_not_copied_without_a_slot_for_each_chunk():
+    policy = Placement([Pool("gpu", "gpu", 1, CostModel(0.0, 1e4), merge=2),
+                        Pool("cpu", "cpu", 2, CostModel(0.0, 1e5))],
+                       probe=4, explore=False, backup_margin=0.5)
+    for i in range(7):
+        policy.assign(chunk(i, 10_000, start=10_000 * i), now=0.0)
+        if i == 1:
+            policy.end_batch()
+    policy.mark_merged([0, 1])
+    policy.mark_merged([2, 3])
+    policy.observe([0, 1], 2.0, now=2.0)
+    policy.observe(4, 0.1, now=0.1)
+    policy.observe(5, 0.1, now=0.1)
+    assert policy.backups(now=2.0) == []  # one CPU slot idle, the task has two chunks
+
+
+def test_copies_shorten_a_simulated_run_whose_slow_pool_drew_chunks_before_it_was_measured():
+    """Unmeasured pools are bound by slot counts: the CPU pool (1 s a chunk) drew 8 of
+    100 chunks before any time came in, and its second chunks would end at 2 s while the
+    GPU pool is done at 0.6 s. Copied to idle GPU slots, they count from there; every
+    chunk counts once."""
+    def truth():
+        return [Pool("cpu", "cpu", 4, CostModel(0.0, 50_000 / 1.0)),
+                Pool("gpu", "gpu", 12, CostModel(0.05, 200_000 / 0.2), merge=4)]
+
+    def seeds():
+        return [Pool("cpu", "cpu", 4, CostModel(0.01, 1e6)),
+                Pool("gpu", "gpu", 12, CostModel(0.01, 1e6), merge=4)]
+
+    runs = {}
+    for margin in (None, 0.5):
+        policy = Placement(seeds(), unmeasured_depth=1, depth=2.0, backup_margin=margin)
+        runs[margin] = (simulate([50_000] * 100, policy, truth()), policy.decisions())
+    plain, copied = runs[None][0], runs[0.5][0]
+    assert plain.makespan == pytest.approx(2.0)
+    assert copied.makespan < 0.8 * plain.makespan
+    for run in (plain, copied):
+        assert sum(p["events"] for p in run.pools.values()) == 100 * 50_000
+        assert sum(p["chunks"] for p in run.pools.values()) == 100
+    decisions = runs[0.5][1]
+    assert all(d["taken_from"] in ("cpu", "gpu") for d in decisions)
+    assert any(d["backup_pool"] == "gpu" and d["taken_from"] == "gpu" for d in decisions)
+    assert not any(d["backup_pool"] for d in runs[None][1])

@@ -39,6 +39,12 @@ cost (crossover and finish times alike), and queues the chunks of one task on on
 until the task is full or the executor submits the batch (``end_batch``).
 ``simulate`` replays a placement on modelled pools to compare its makespan with all-CPU
 and all-GPU placement.
+
+Once every chunk is placed, ``backups`` offers second copies of tasks in flight to another
+pool's idle slots where the copy is predicted to finish clearly earlier (stragglers, or a
+slow pool's last chunks bound before any time was measured): the executor reports when
+tasks start (``started``), the first copy to complete counts (``settle``), and a cancelled
+copy that ran to its end anyway still teaches its pool's model (``lost``).
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ CPU = "cpu"
 GPU = "gpu"
 KINDS = (CPU, GPU)
 _TINY = 1e-12  # seconds: guards ratios for an empty chunk with no fixed cost
+#: seconds between two looks for stragglers to copy while tasks run and none completes
+BACKUP_TICK = 0.1
 
 
 # ----------------------------------------------------------------------------- chunks
@@ -267,12 +275,38 @@ class Decision:
     crossover: float | None  # events; None = infinite (no GPU pool can win)
     slot: int = 0
     task: int | None = None  # merged GPU task this chunk belongs to
-    actual_seconds: float | None = None
+    actual_seconds: float | None = None  # of the copy whose output was taken
+    started_at: float | None = None  # when its task started on a worker (``started``)
     finished_at: float | None = None
     retried_from: str | None = None  # pool of a failed first attempt
+    backup_pool: str | None = None  # pool of a second copy (``Placement.backups``)
+    backup_predicted_seconds: float | None = None  # of the copy's task
+    taken_from: str | None = None  # pool whose output counted (with a backup: who won)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Backup:
+    """A second copy of a task in flight, on another pool's idle slots: ``chunks`` (the
+    task's chunk ids) predicted to finish at ``original_finish`` where they are, at
+    ``copy_finish`` on ``pool``. The first copy to complete counts (``settle``)."""
+
+    chunks: tuple[int, ...]
+    from_pool: str
+    pool: str
+    original_finish: float
+    copy_finish: float
+
+
+@dataclass
+class _Copy:
+    pool: str
+    slot: int
+    predicted_seconds: float
+    actual_seconds: float | None = None
+    started_at: float | None = None
 
 
 @dataclass
@@ -291,10 +325,22 @@ class _Slot:
         # a running chunk past its predicted end is still running: it ends at the earliest now
         return max(now, self.anchor + running) + sum(queued)
 
+    def idle(self, now: float) -> bool:
+        return not self.outstanding and self.anchor <= now
+
     def add(self, chunk_id: int, seconds: float, now: float) -> None:
         if not self.outstanding:
             self.anchor = max(self.anchor, now)
         self.outstanding[chunk_id] = seconds
+
+    def drop(self, chunk_ids, busy_until: float | None = None) -> None:
+        """Take ``chunk_ids`` off the queue without their completion (a cancelled
+        copy); ``busy_until``: they were running, and a running task cannot be stopped:
+        the slot is busy until then (or until ``Placement.lost`` says it ended)."""
+        for cid in chunk_ids:
+            self.outstanding.pop(cid, None)
+        if busy_until is not None:
+            self.anchor = max(self.anchor, busy_until)
 
 
 # --------------------------------------------------------------------------- policy
@@ -321,12 +367,16 @@ class Placement:
     a prediction made while every slot is busy cannot commit the rest of the run to one
     queue (seen on the H200, ADL Q8: 60 chunks queued on 4 CPU slots while 24 GPU slots
     sat idle for the last second of the run);
+    ``backup_margin``: once no chunk waits, ``backups`` offers a second copy of a task
+    in flight to another pool's idle slots when the copy is predicted to finish earlier by
+    more than this fraction of its own time (None: never; see ``backups``);
     ``clock``: seconds since the run started (default: a monotonic clock started now),
     used when ``now`` is not passed."""
 
     def __init__(self, pools: Iterable[Pool], *, crossover: float | None = None,
                  probe: int = 0, explore: bool = True, unmeasured_depth: int | None = None,
-                 depth: float | None = None, clock: Callable[[], float] | None = None):
+                 depth: float | None = None, backup_margin: float | None = None,
+                 clock: Callable[[], float] | None = None):
         self.pools = {p.name: p for p in pools}
         if not self.pools:
             raise ValueError("placement needs at least one pool")
@@ -339,12 +389,16 @@ class Placement:
         if depth is not None and not depth > 0:
             raise ValueError(f"depth must be > 0 or None, got {depth}")
         self.depth = depth
+        if backup_margin is not None and not backup_margin >= 0:
+            raise ValueError(f"backup_margin must be >= 0 or None, got {backup_margin}")
+        self.backup_margin = backup_margin
         if clock is None:
             start = time.monotonic()
             clock = lambda: time.monotonic() - start  # noqa: E731
         self.clock = clock
         self._slots = {name: [_Slot() for _ in range(p.slots)] for name, p in self.pools.items()}
         self._records: dict[int, Decision] = {}
+        self._copies: dict[int, _Copy] = {}  # chunk id -> its backup copy
         self._assigned = {name: 0 for name in self.pools}
         self._log_scale: float | None = None  # EW over all pools' observations
         self._next_task = 0
@@ -590,6 +644,9 @@ class Placement:
         it failed on a GPU); its first attempt is dropped from the queue model."""
         old = self._records.pop(chunk_id)
         self._slots[old.pool][old.slot].outstanding.pop(chunk_id, None)
+        copy = self._copies.pop(chunk_id, None)
+        if copy is not None:  # the retry replaces both copies
+            self._slots[copy.pool][copy.slot].outstanding.pop(chunk_id, None)
         chunk = Chunk(chunk_id, old.file, old.entrystart, old.entrystop, old.tree, old.dataset)
         self._enqueue(chunk, pool, reason, self._now(now), retried_from=old.pool).task = old.task
 
@@ -603,33 +660,235 @@ class Placement:
         return task
 
     # ---------------------------------------------------------------- feedback
-    def observe(self, chunk_ids, seconds: float, now: float | None = None) -> None:
+    def observe(self, chunk_ids, seconds: float, now: float | None = None,
+                pool: str | None = None) -> None:
         """A task of ``chunk_ids`` (one id, or the ids of a merged task) took
-        ``seconds``; refines its pool's cost model and queue."""
+        ``seconds``; refines its pool's cost model and queue. ``pool``: where it ran, when
+        that may be a backup copy's pool (default: where the chunks were assigned)."""
         ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
         records = [self._records[i] for i in ids]
-        pools = {r.pool for r in records}
-        if len(pools) != 1:
-            raise ValueError(f"chunks {ids} were assigned to different pools {sorted(pools)}")
-        pool = pools.pop()
         now = self._now(now)
         events = sum(r.events for r in records)
-        for r in records:
-            r.actual_seconds = seconds * (r.events / events if events else 1 / len(records))
-            self._leave_queue(r, now)
-        model = self.pools[pool].model
-        ratio = model.observe(events, seconds)
-        if ratio is not None:
-            self._log_scale = _ew(self._log_scale, ratio, 1.0 - model.decay)
+        shares = [seconds * (r.events / events if events else 1 / len(records)) for r in records]
+        copy_pool = self._copy_pool(ids, records, pool)
+        if copy_pool is not None:  # a backup copy's time
+            for r, share in zip(records, shares):
+                copy = self._copies[r.chunk]
+                copy.actual_seconds = share
+                slot = self._slots[copy.pool][copy.slot]
+                slot.outstanding.pop(r.chunk, None)
+                slot.anchor = max(slot.anchor, now)
+            pool = copy_pool
+        else:
+            pool = records[0].pool
+            for r, share in zip(records, shares):
+                r.actual_seconds = share
+                self._leave_queue(r, now)
+        self._learn(pool, events, seconds)
 
-    def release(self, chunk_ids, now: float | None = None) -> None:
+    def release(self, chunk_ids, now: float | None = None, pool: str | None = None) -> None:
         """Chunks whose task completed without a time of theirs (e.g. skipped): they
-        leave their pool's queue, nothing is learned."""
+        leave their pool's queue (``pool``: as in ``observe``), nothing is learned."""
         now = self._now(now)
-        for cid in [chunk_ids] if isinstance(chunk_ids, int) else chunk_ids:
+        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        if not ids:
+            return
+        if self._copy_pool(ids, [self._records[i] for i in ids], pool) is not None:
+            for cid in ids:
+                copy = self._copies[cid]
+                slot = self._slots[copy.pool][copy.slot]
+                if slot.outstanding.pop(cid, None) is not None:
+                    slot.anchor = max(slot.anchor, now)
+            return
+        for cid in ids:
             record = self._records[cid]
             if cid in self._slots[record.pool][record.slot].outstanding:
                 self._leave_queue(record, now)
+
+    def _copy_pool(self, ids, records, pool: str | None) -> str | None:
+        """``pool`` when it names the backup copies of ``ids``, None when it names (or
+        defaults to) their assigned pool; ValueError for anything else."""
+        assigned = {r.pool for r in records}
+        if len(assigned) != 1:
+            raise ValueError(f"chunks {ids} were assigned to different pools {sorted(assigned)}")
+        if pool is None or pool in assigned:
+            return None
+        if any(self._copies.get(i) is None or self._copies[i].pool != pool for i in ids):
+            raise ValueError(f"chunks {ids} were assigned to {assigned.pop()} and have no "
+                             f"backup copy on {pool}")
+        return pool
+
+    def started(self, chunk_ids, now: float | None = None, pool: str | None = None) -> None:
+        """The task of ``chunk_ids`` started on a worker of ``pool`` (as in
+        ``observe``) at ``now``: ``backups`` predicts its end from then."""
+        now = self._now(now)
+        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        if not ids:
+            return
+        if self._copy_pool(ids, [self._records[i] for i in ids], pool) is not None:
+            for cid in ids:
+                self._copies[cid].started_at = now
+            return
+        for cid in ids:
+            self._records[cid].started_at = now
+
+    def settle(self, chunk_ids, pool: str, now: float | None = None) -> None:
+        """The output of ``chunk_ids`` was taken from ``pool``: the other copy of each is
+        cancelled. A cancelled original takes its whole task (the chunks merged with it)
+        off its slot; its other chunks count on their own backup copies. A cancelled
+        copy that had started keeps its slot busy until its predicted end, or until
+        ``lost`` reports it ended."""
+        now = self._now(now)
+        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        for cid in ids:
+            record = self._records[cid]
+            record.taken_from = pool
+            copy = self._copies.get(cid)
+            if pool == record.pool:
+                if copy is not None:
+                    busy = None
+                    if copy.started_at is not None:
+                        busy = self._predicted_end(copy.started_at, copy.predicted_seconds, now)
+                    self._slots[copy.pool][copy.slot].drop([cid], busy)
+                continue
+            if copy is None or copy.pool != pool:
+                raise ValueError(f"chunk {cid} has no copy on {pool}")
+            record.actual_seconds = copy.actual_seconds
+            record.finished_at = now
+            task = self._task_chunks(record)
+            busy = None
+            if record.started_at is not None:
+                busy = self._predicted_end(record.started_at, self._task_seconds(task), now)
+                if self.pools[record.pool].model.observations == 0:
+                    # a pool never measured learns at least this: the task it lost had run
+                    # this long (a bound from below; ``lost`` brings the true time)
+                    self._learn(record.pool, sum(self._records[i].events for i in task),
+                                now - record.started_at)
+            self._slots[record.pool][record.slot].drop(task, busy)
+
+    def lost(self, chunk_ids, seconds: float, now: float | None = None,
+             pool: str | None = None) -> None:
+        """A cancelled copy of ``chunk_ids`` (``pool`` as in ``observe``) ended anyway,
+        after ``seconds``, its output dropped: its pool learns from the time, and its
+        slot is free from ``now``."""
+        now = self._now(now)
+        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        if not ids:
+            return
+        records = [self._records[i] for i in ids]
+        copy_pool = self._copy_pool(ids, records, pool)
+        if copy_pool is None:
+            name, slot = records[0].pool, self._slots[records[0].pool][records[0].slot]
+        else:
+            name = copy_pool
+            slot = self._slots[name][self._copies[ids[0]].slot]
+        if not slot.outstanding:
+            slot.anchor = min(slot.anchor, now)
+        self._learn(name, sum(r.events for r in records), seconds)
+
+    def _learn(self, pool: str, events: float, seconds: float) -> None:
+        ratio = self.pools[pool].model.observe(events, seconds)
+        if ratio is not None:
+            self._log_scale = _ew(self._log_scale, ratio, 1.0 - self.pools[pool].model.decay)
+
+    @staticmethod
+    def _predicted_end(started: float, seconds: float, now: float) -> float:
+        """When a task started at ``started`` and predicted ``seconds`` ends. One past its
+        predicted end is a straggler: it is guessed to need as long again as it has
+        overrun, and at least half its prediction."""
+        end = started + seconds
+        if end < now:
+            end = now + max(0.5 * seconds, now - end)
+        return end
+
+    def _task_chunks(self, record: Decision) -> list[int]:
+        """The chunks that run in one task with ``record``'s (itself alone if not merged)."""
+        if record.task is None:
+            return [record.chunk]
+        return [cid for cid in self._slots[record.pool][record.slot].outstanding
+                if self._records[cid].task == record.task] or [record.chunk]
+
+    def _task_seconds(self, ids) -> float:
+        """Predicted seconds of the task of ``ids`` where they were assigned, by the model
+        as it is now (a merged task's chunks share its fixed cost)."""
+        return sum(self.predict(self._records[i].pool, self._records[i].events) for i in ids)
+
+    def backups(self, now: float | None = None) -> list[Backup]:
+        """Second copies worth starting now (none without ``backup_margin``): a task in
+        flight predicted to end later than a copy on another pool's idle slots by more
+        than ``backup_margin`` x the copy's time. A task that started (``started``) ends
+        at its start plus its predicted time (a straggler: see ``_predicted_end``); one
+        not started yet at the earliest its predicted time from now. Meant for the end of
+        a run, when no chunk waits and idle slots cost nothing; the first copy to
+        complete counts (``observe(..., pool=)`` then ``settle``). The copy's pool must
+        have measured times; the original's too, unless the task runs past its predicted
+        end. A merged task needs idle slots for all its chunks on a pool that does not
+        merge; each task is copied at most once; the largest predicted gains go first.
+        The copies are recorded and occupy their slots."""
+        if self.backup_margin is None or len(self.pools) < 2:
+            return []
+        now = self._now(now)
+        idle = {n: [i for i, s in enumerate(slots) if s.idle(now)]
+                for n, slots in self._slots.items()}
+        if not any(idle.values()):
+            return []
+        measured = {n for n, p in self.pools.items() if p.model.observations > 0}
+        tasks: dict = {}  # (pool, task key) -> chunk ids of an original task in flight
+        for name, slots in self._slots.items():
+            for slot in slots:
+                for cid in slot.outstanding:
+                    record = self._records[cid]
+                    if record.pool != name or cid in self._copies:
+                        continue
+                    key = ("task", record.task) if record.task is not None else ("chunk", cid)
+                    tasks.setdefault((name, key), []).append(cid)
+        candidates = []
+        for (name, _key), ids in tasks.items():
+            ids = tuple(sorted(ids))
+            seconds = self._task_seconds(ids)
+            started = min((self._records[i].started_at for i in ids
+                           if self._records[i].started_at is not None), default=None)
+            if started is None:
+                late, original = False, now + seconds
+            else:
+                late = started + seconds < now
+                original = self._predicted_end(started, seconds, now)
+            # a pool never measured is predicted by the others' scale: only a task running
+            # past that prediction says that it is slow
+            if name not in measured and not late:
+                continue
+            for target in measured - {name}:
+                if not idle[target]:
+                    continue
+                copy = self._copy_seconds(target, ids)
+                if original - now > (1.0 + self.backup_margin) * copy:
+                    candidates.append((original - now - copy, ids, name, target, original, copy))
+        out = []
+        taken: set[int] = set()
+        for _gain, ids, name, target, original, seconds in sorted(candidates, reverse=True):
+            need = 1 if self.pools[target].merge > 1 else len(ids)
+            if taken.intersection(ids) or len(idle[target]) < need:
+                continue
+            slots, idle[target] = idle[target][:need], idle[target][need:]
+            taken.update(ids)
+            for k, cid in enumerate(ids):
+                slot = slots[min(k, need - 1)]
+                share = seconds / len(ids) if need == 1 else seconds
+                self._copies[cid] = _Copy(target, slot, share)
+                self._slots[target][slot].add(cid, share, now)
+                record = self._records[cid]
+                record.backup_pool, record.backup_predicted_seconds = target, seconds
+            out.append(Backup(ids, name, target, original, now + seconds))
+        return out
+
+    def _copy_seconds(self, pool: str, ids) -> float:
+        """Predicted seconds of copies of the chunks ``ids`` on ``pool``: one task of them
+        all on a merging pool (its whole fixed cost), else one task per chunk side by side."""
+        fixed, per_event = self.pools[pool].model.params(self.global_scale)
+        events = [self._records[i].events for i in ids]
+        if self.pools[pool].merge > 1:
+            return fixed + sum(events) * per_event
+        return fixed + max(events) * per_event
 
     def _leave_queue(self, record: Decision, now: float) -> None:
         """``record``'s chunk finished at ``now``: off its slot's queue, which runs its
@@ -657,6 +916,9 @@ class Placement:
                 "predicted_seconds": sum(r.predicted_seconds for r in recs),
                 "actual_seconds": sum(done) if done else None,
                 "model": p.model.describe(self.global_scale),
+                "backups": sum(1 for r in self._records.values() if r.backup_pool == name),
+                "backups_taken": sum(1 for r in self._records.values()
+                                     if r.backup_pool == name and r.taken_from == name),
             }
         cross = self.crossover()
         return {"pools": pools, "crossover": None if math.isinf(cross) else cross}
@@ -779,7 +1041,8 @@ class SimResult:
 
 
 def simulate(chunks: Sequence, policy, truth: Sequence[Pool], *,
-             window: int | None = None, warmup: int | None = None) -> SimResult:
+             window: int | None = None, warmup: int | None = None,
+             tick: float = BACKUP_TICK) -> SimResult:
     """Replay ``chunks`` (``Chunk``s or event counts) on the pools ``truth`` (their
     ``model.seconds`` is the true duration of a task, ``slots`` their parallelism,
     ``merge`` the chunks one task takes, as the executor merges GPU tasks) and return the
@@ -796,7 +1059,11 @@ def simulate(chunks: Sequence, policy, truth: Sequence[Pool], *,
       then all the others at once with the refined models.
 
     In every mode a policy with a ``depth`` holds a chunk back while its pool is full
-    and offers it again when a task completes (late binding, as the executor does)."""
+    and offers it again when a task completes (late binding, as the executor does).
+    A policy with a ``backup_margin`` is asked for ``backups`` once every chunk is
+    assigned, at each completion and every ``tick`` seconds between them, as the
+    executor's loop does; the first copy of a chunk to complete counts, a copy that
+    loses keeps its slot until it ends, and the makespan is the last counted output."""
     import heapq
     from collections import deque
 
@@ -862,29 +1129,93 @@ def simulate(chunks: Sequence, policy, truth: Sequence[Pool], *,
             in_flight += 1
         policy.end_batch()
 
+    copies = {n: deque() for n in policy.pools}  # backup copies waiting, as whole tasks
+    taken: set[int] = set()
+    cancelled: set[int] = set()  # seq of running tasks that lost to another copy
+
     def dispatch(now: float) -> None:
         nonlocal seq
         for name, q in queues.items():
-            while q and free[name] > 0:
-                task = [q.popleft() for _ in range(min(len(q), pools[name].merge))]
+            while (q or copies[name]) and free[name] > 0:
+                if copies[name]:
+                    task, copy = copies[name].popleft(), True
+                else:
+                    task = [q.popleft() for _ in range(min(len(q), pools[name].merge))]
+                    copy = False
+                    if len(task) > 1:
+                        policy.mark_merged([c.id for c in task])
                 events = sum(c.events for c in task)
                 dt = pools[name].model.seconds(events)
                 free[name] -= 1
-                heapq.heappush(running, (now + dt, seq, task, name, dt))
+                heapq.heappush(running, (now + dt, seq, task, name, dt, copy))
                 seq += 1
-                stats[name]["chunks"] += len(task)
-                stats[name]["events"] += events
-                stats[name]["busy_seconds"] += dt
+                policy.started([c.id for c in task], now=now, pool=name)
+                stats[name]["busy_seconds"] += dt  # a copy that loses is busy too
+        if not pending:
+            added = False
+            for b in policy.backups(now=now):
+                parts = [c for c in chunks if c.id in b.chunks]
+                if pools[b.pool].merge > 1:
+                    copies[b.pool].append(parts)
+                else:
+                    copies[b.pool].extend([c] for c in parts)
+                added = True
+            if added:
+                dispatch(now)
+
+    def take(ids: list[int], seq_won: int, now: float) -> None:
+        """Chunks ``ids`` counted: their other copies are dropped (a running one keeps
+        its slot); chunks of a dropped task that nothing else covers run again."""
+        nonlocal in_flight
+        taken.update(ids)
+        in_flight -= len(ids)
+        orphans = []
+        for name in queues:
+            for c in [c for c in queues[name] if c.id in ids]:
+                queues[name].remove(c)
+            for task in [t for t in copies[name] if any(c.id in ids for c in t)]:
+                copies[name].remove(task)
+                orphans += [c for c in task if c.id not in ids]
+        for _f, s_, task, _n, _dt, _copy in running:
+            if s_ != seq_won and s_ not in cancelled and any(c.id in ids for c in task):
+                cancelled.add(s_)
+                orphans += [c for c in task if c.id not in ids]
+        covered = {c.id for name in queues for c in queues[name]}
+        covered |= {c.id for name in copies for t in copies[name] for c in t}
+        covered |= {c.id for _f, s_, t, _n, _dt, _c in running if s_ not in cancelled
+                    for c in t}
+        for c in orphans:
+            if c.id not in taken and c.id not in covered:
+                policy.retry(c.id, assignments[c.id], now=now, reason="its task lost to a copy")
+                queues[assignments[c.id]].appendleft(c)
+                covered.add(c.id)
 
     release(0.0)
     dispatch(0.0)
     makespan = 0.0
+    checked = 0.0
     while running:
-        t, _, task, name, dt = heapq.heappop(running)
-        makespan = t
+        if not pending and policy.backup_margin is not None and running[0][0] > checked + tick:
+            checked += tick  # nothing completes before the next look at the stragglers
+            dispatch(checked)
+            continue
+        t, s_, task, name, dt, copy = heapq.heappop(running)
+        checked = t
         free[name] += 1
-        in_flight -= len(task)
-        policy.observe([c.id for c in task], dt, now=t)
+        ids = [c.id for c in task]
+        if s_ in cancelled or taken.intersection(ids):
+            policy.lost(ids, dt, now=t, pool=name)  # a copy that lost: its slot comes back
+            dispatch(t)
+            continue
+        makespan = t
+        policy.observe(ids, dt, now=t, pool=name)
+        policy.settle(ids, name, now=t)
+        if copy:
+            for i in ids:
+                assignments[i] = name
+        stats[name]["chunks"] += len(task)  # chunks and events whose output counted
+        stats[name]["events"] += sum(c.events for c in task)
+        take(ids, s_, t)
         reported.add(name)
         if warming and reported >= set(assignments.values()):
             warming, limit = False, None  # every pool used so far measured: the rest at once

@@ -87,6 +87,18 @@ class Fallback:
     reason: str
 
 
+@dataclass
+class BackupCopy:
+    """A task in flight that was copied to another pool's idle slots as the run ended
+    (``GPUExecutor(backups=...)``): which copy's output counted. The other copy was
+    cancelled; one already running finished on its worker and its output was dropped."""
+
+    label: str
+    from_pool: str
+    to_pool: str
+    taken_from: str | None = None  # None: the call ended (failed) before either counted
+
+
 @dataclass(frozen=True)
 class Rerun:
     """A task that Dask ran again because the worker holding it died."""
@@ -111,6 +123,7 @@ class CallReport:
     seconds: float = 0.0
     files: frozenset = frozenset()  # (dataset, filename) of the items
     fallbacks: list[Fallback] = field(default_factory=list)
+    backups: list[BackupCopy] = field(default_factory=list)
     merges: list[str] = field(default_factory=list)  # GPU tasks made of several chunks
     placement: dict | None = None  # {"decisions": [...], "summary": {...}}
     # seconds from the call's start until: its first task was submitted, the client saw
@@ -149,6 +162,10 @@ class CallReport:
             text += f"; {len(self.fallbacks)} chunk(s) moved from a GPU to a CPU pool"
         if self.merges:
             text += f"; {len(self.merges)} GPU task(s) merged from adjacent chunks"
+        if self.backups:
+            won = sum(1 for b in self.backups if b.taken_from == b.to_pool)
+            text += (f"; {len(self.backups)} task(s) copied to another pool's idle slots "
+                     f"({won} copies counted first)")
         return text
 
 
@@ -198,6 +215,8 @@ class RunReport:
         lines += [f"  re-ran {r.label} ({r.what} on {r.worker})" for r in self.reruns]
         lines += [f"  {f.label}: {f.from_pool} -> {f.to_pool} ({f.reason})"
                   for f in self.fallbacks]
+        lines += [f"  {b.label}: copied {b.from_pool} -> {b.to_pool}, counted from "
+                  f"{b.taken_from or 'neither'}" for c in self.calls for b in c.backups]
         lines += [f"  {m}" for c in self.calls for m in c.merges]
         return "\n".join(lines)
 
