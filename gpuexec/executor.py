@@ -634,7 +634,6 @@ class _Submitted:
     indices: tuple
     pool: str
     future: Any
-    backup: bool = False  # a second copy of chunks that another task also runs
 
 
 @dataclass
@@ -1243,13 +1242,16 @@ class _Loop:
         """Every chunk is placed: copy the tasks that the policy predicts another pool's
         idle slots finish clearly earlier (``Placement.backups``)."""
         for b in self.policy.backups():
-            self.copies[b.chunks] = BackupCopy(self.labels[b.chunks[0]] + (
-                f"+{len(b.chunks) - 1}" if len(b.chunks) > 1 else ""), b.from_pool, b.pool)
+            self.copies[b.chunks] = BackupCopy(self._label(b.chunks), b.from_pool, b.pool)
             logger.info("gpuexec: %s copied from the %s pool to idle %s slots (predicted "
                         "to finish at %.2f s there, %.2f s where it runs)",
                         self.copies[b.chunks].label, b.from_pool, b.pool, b.copy_finish,
                         b.original_finish)
             self._submit(b.pool, list(b.chunks), merge=False, backup=True)
+
+    def _label(self, group) -> str:
+        """A task's label: its first chunk's, and how many more it merges."""
+        return self.labels[group[0]] + (f"+{len(group) - 1}" if len(group) > 1 else "")
 
     def _merge_count(self, remaining: int | None) -> int:
         """Chunks per merged GPU task: ``gpu_merge``, or fewer as the run ends (guided
@@ -1289,9 +1291,9 @@ class _Loop:
                 number = self.policy.mark_merged(group)
                 for i in group:
                     self.task_of[i] = number
-            keys_.append(keys.chunk_key(pool, self.run_token, group[0], self.labels[group[0]]
-                                        + (f"+{len(group) - 1}" if len(group) > 1 else "")
-                                        + f"~{self._tasks}"))
+            # a copy says so in its key (the dashboard's task stream shows it)
+            keys_.append(keys.chunk_key(pool, self.run_token, group[0], self._label(group)
+                                        + ("~copy" if backup else "") + f"~{self._tasks}"))
             self._tasks += 1
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Large object of size")
@@ -1307,7 +1309,7 @@ class _Loop:
         # runs from its worker event (RUNS_TOPIC); a timing task per chunk cost a quarter of
         # a 40-chunk run on 2 cores
         for group, future in zip(groups, futures):
-            self.in_flight[future.key] = _Submitted(group, pool, future, backup)
+            self.in_flight[future.key] = _Submitted(group, pool, future)
             self.chunks_in_flight += len(group)
             for i in group:
                 self.cover.setdefault(i, set()).add(future.key)
@@ -1486,7 +1488,7 @@ class _Loop:
                 self.fallbacks.append(Fallback(self.labels[i], sub.pool, to,
                                                f"{reason} (a copy was running there)"))
         sub = _Submitted(tuple(i for i in sub.indices if i not in covered), sub.pool,
-                         sub.future, sub.backup)
+                         sub.future)
         if not sub.indices:
             return
         self.taken.difference_update(sub.indices)  # an output taken and then lost

@@ -340,8 +340,7 @@ def _bare_loop(n_chunks):
 
         loop.submitted.append((pool, tuple(indices), backup))
         key = f"{pool}-{len(loop.submitted)}"
-        loop.in_flight[key] = _Submitted(tuple(indices), pool, type("F", (), {"key": key})(),
-                                         backup)
+        loop.in_flight[key] = _Submitted(tuple(indices), pool, type("F", (), {"key": key})())
         loop.chunks_in_flight += len(indices)
         for i in indices:
             loop.cover.setdefault(i, set()).add(key)

@@ -474,6 +474,12 @@ def test_a_straggler_is_copied_to_an_idle_pool_and_the_first_copy_counts():
     assert cpu_slot.idle(4.5) and policy.pools["cpu"].model.observations == seen + 1
     summary = policy.summary()["pools"]
     assert summary["gpu"]["backups"] == 1 and summary["gpu"]["backups_taken"] == 1
+    # late reports on chunks placed anew (a retry drops their copies) are ignored
+    policy.retry(1, "cpu", now=5.0)
+    policy.lost(1, 0.5, now=5.1, pool="gpu")
+    policy.started(1, now=5.1, pool="gpu")
+    policy.started(99, now=5.1)
+    assert policy.decisions()[1]["backup_pool"] is None
 
 
 def test_no_copy_unless_it_wins_by_the_margin():
@@ -566,7 +572,7 @@ def test_copies_shorten_a_simulated_run_whose_slow_pool_drew_chunks_before_it_wa
         runs[margin] = (simulate([50_000] * 100, policy, truth()), policy.decisions())
     plain, copied = runs[None][0], runs[0.5][0]
     assert plain.makespan == pytest.approx(2.0)
-    assert copied.makespan < 0.8 * plain.makespan
+    assert copied.makespan < 0.5 * plain.makespan  # 0.6 s here
     for run in (plain, copied):
         assert sum(p["events"] for p in run.pools.values()) == 100 * 50_000
         assert sum(p["chunks"] for p in run.pools.values()) == 100

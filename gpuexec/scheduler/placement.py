@@ -718,14 +718,28 @@ class Placement:
                              f"backup copy on {pool}")
         return pool
 
+    def _reported(self, chunk_ids, pool: str | None):
+        """(ids, records, copy pool) for a worker's report on ``chunk_ids``, or None when
+        they have none or have been placed anew since (a retry replaces their copies)."""
+        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        if not ids or any(i not in self._records for i in ids):
+            return None
+        records = [self._records[i] for i in ids]
+        try:
+            return ids, records, self._copy_pool(ids, records, pool)
+        except ValueError:
+            return None
+
     def started(self, chunk_ids, now: float | None = None, pool: str | None = None) -> None:
         """The task of ``chunk_ids`` started on a worker of ``pool`` (as in
-        ``observe``) at ``now``: ``backups`` predicts its end from then."""
+        ``observe``) at ``now``: ``backups`` predicts its end from then. A report on
+        chunks placed anew since is ignored."""
         now = self._now(now)
-        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
-        if not ids:
+        reported = self._reported(chunk_ids, pool)
+        if reported is None:
             return
-        if self._copy_pool(ids, [self._records[i] for i in ids], pool) is not None:
+        ids, _records, copy_pool = reported
+        if copy_pool is not None:
             for cid in ids:
                 self._copies[cid].started_at = now
             return
@@ -770,13 +784,12 @@ class Placement:
              pool: str | None = None) -> None:
         """A cancelled copy of ``chunk_ids`` (``pool`` as in ``observe``) ended anyway,
         after ``seconds``, its output dropped: its pool learns from the time, and its
-        slot is free from ``now``."""
+        slot is free from ``now``. A report on chunks placed anew since is ignored."""
         now = self._now(now)
-        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
-        if not ids:
+        reported = self._reported(chunk_ids, pool)
+        if reported is None:
             return
-        records = [self._records[i] for i in ids]
-        copy_pool = self._copy_pool(ids, records, pool)
+        ids, records, copy_pool = reported
         if copy_pool is None:
             name, slot = records[0].pool, self._slots[records[0].pool][records[0].slot]
         else:
@@ -840,7 +853,10 @@ class Placement:
                     record = self._records[cid]
                     if record.pool != name or cid in self._copies:
                         continue
-                    key = ("task", record.task) if record.task is not None else ("chunk", cid)
+                    # a chunk retried alone keeps its old merged task's number: the slot
+                    # tells the tasks apart
+                    key = (("task", record.task, record.slot) if record.task is not None
+                           else ("chunk", cid))
                     tasks.setdefault((name, key), []).append(cid)
         candidates = []
         for (name, _key), ids in tasks.items():
@@ -916,6 +932,7 @@ class Placement:
                 "predicted_seconds": sum(r.predicted_seconds for r in recs),
                 "actual_seconds": sum(done) if done else None,
                 "model": p.model.describe(self.global_scale),
+                # chunks copied to this pool, and those whose copy here counted
                 "backups": sum(1 for r in self._records.values() if r.backup_pool == name),
                 "backups_taken": sum(1 for r in self._records.values()
                                      if r.backup_pool == name and r.taken_from == name),
