@@ -434,7 +434,7 @@ def test_a_straggling_cpu_chunk_is_copied_to_the_idle_gpu_pool(executor, tt_refe
     counts once. (Last in the module: the cancelled straggler keeps its CPU worker busy
     until it ends.)"""
     delay = 15.0
-    ex = executor.copy()
+    ex = executor.copy(backups=0.5)
     out = runner(ex, chunksize=20)({"TT": [TT]}, SlowOnCPU(delay), treename="Events")
     assert_same_output(out, tt_reference)
     call = ex.report.processing

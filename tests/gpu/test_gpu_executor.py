@@ -94,9 +94,10 @@ def assert_same(got, want):
 @pytest.mark.parametrize("number", QUERIES)
 def test_adl_query_on_gpu_and_cpu_workers_matches_iterative(executor, sample, number):
     want = run(processor.IterativeExecutor(status=False), make(number), [sample], 25_000)
-    # without copies of straggling tasks: the GPU's outputs must be the ones compared (on
-    # the H200 a query's first GPU tasks, filling caches, ran late, and their copies on
-    # CPU workers counted instead: Q3, Q5, Q7 and Q8 came out all-CPU)
+    # without copies of straggling tasks (as by default): the GPU's outputs must be the
+    # ones compared (with backups=0.5 on the H200, a query's first GPU tasks, filling
+    # caches, ran late, and their copies on CPU workers counted instead: Q3, Q5, Q7 and Q8
+    # came out all-CPU)
     got = run(executor.copy(backups=None), make(number), [sample], 25_000)
     assert_same(got, want)
     call = executor.report.processing
