@@ -388,13 +388,14 @@ class _Task:
     skip rule of coffea's ``Runner`` apply."""
 
     def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
-                 report_runs: bool = False, inflate: str = "auto"):
+                 report_runs: bool = False, inflate: str = "auto", report_starts: bool = False):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         self.compression = compression
         self.inflate = inflate  # gpuexec.inflate choice, applied in the worker
         self.backends = backends  # pool -> kernel backend its tasks run under
         self.gpu_pools = frozenset(gpu_pools)
         self.report_runs = report_runs  # send each task's runs to the client as it ends
+        self.report_starts = report_starts  # and when it starts (copies of stragglers)
 
     def _work(self, pool: str, timings: _Timings):
         """The work function for ``pool``: Runner's, with the processor's events staged
@@ -439,7 +440,7 @@ class _Task:
         from gpuexec.scheduler.plugins import pin_task_thread
 
         pin_task_thread()
-        if self.report_runs:
+        if self.report_starts:
             _report_runs(None)  # started: the placement predicts its end from now
         timings = _Timings()
         start = time.perf_counter()
@@ -1009,6 +1010,7 @@ class GPUExecutor(ExecutorBase):
         # Dask places tasks where their dependencies are: all on one worker.)
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
+                     report_starts=policy is not None and policy.backup_margin is not None,
                      inflate=self.inflate)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
