@@ -5,6 +5,9 @@
 # kernel tests over cores, pytest-xdist + execnet (same download line):
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp --platform manylinux_2_26_x86_64 -d .whl cuda-cccl==1.2.1
+# With the tree (27 MB) these wheels exceed the 64 MiB a run carries; the four that nothing
+# here imports go (the eighteenth session, 30 MB left in .whl):
+#   rm .whl/mplhep_data-* .whl/widgetsnbextension-* .whl/jupyterlab_widgets-* .whl/jedi-*
 # Then: run(command="bash tests/gpu/run_on_device.sh [pytest args]", carry=[".whl"]).
 # Logs land in $OUT (junit XML + the full pytest output of each file).
 set -uo pipefail
