@@ -343,6 +343,11 @@ class _Slot:
             self.anchor = max(self.anchor, busy_until)
 
 
+def _ids(chunk_ids) -> list[int]:
+    """One chunk id or several, as a list."""
+    return [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+
+
 # --------------------------------------------------------------------------- policy
 class Placement:
     """The placement policy over ``pools`` (``Pool`` objects, at least one).
@@ -665,7 +670,7 @@ class Placement:
         """A task of ``chunk_ids`` (one id, or the ids of a merged task) took
         ``seconds``; refines its pool's cost model and queue. ``pool``: where it ran, when
         that may be a backup copy's pool (default: where the chunks were assigned)."""
-        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        ids = _ids(chunk_ids)
         records = [self._records[i] for i in ids]
         now = self._now(now)
         events = sum(r.events for r in records)
@@ -673,11 +678,8 @@ class Placement:
         copy_pool = self._copy_pool(ids, records, pool)
         if copy_pool is not None:  # a backup copy's time
             for r, share in zip(records, shares):
-                copy = self._copies[r.chunk]
-                copy.actual_seconds = share
-                slot = self._slots[copy.pool][copy.slot]
-                slot.outstanding.pop(r.chunk, None)
-                slot.anchor = max(slot.anchor, now)
+                self._copies[r.chunk].actual_seconds = share
+                self._copy_leaves(r.chunk, now)
             pool = copy_pool
         else:
             pool = records[0].pool
@@ -690,20 +692,24 @@ class Placement:
         """Chunks whose task completed without a time of theirs (e.g. skipped): they
         leave their pool's queue (``pool``: as in ``observe``), nothing is learned."""
         now = self._now(now)
-        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        ids = _ids(chunk_ids)
         if not ids:
             return
         if self._copy_pool(ids, [self._records[i] for i in ids], pool) is not None:
             for cid in ids:
-                copy = self._copies[cid]
-                slot = self._slots[copy.pool][copy.slot]
-                if slot.outstanding.pop(cid, None) is not None:
-                    slot.anchor = max(slot.anchor, now)
+                self._copy_leaves(cid, now)
             return
         for cid in ids:
             record = self._records[cid]
             if cid in self._slots[record.pool][record.slot].outstanding:
                 self._leave_queue(record, now)
+
+    def _copy_leaves(self, cid: int, now: float) -> None:
+        """The backup copy of chunk ``cid`` completed at ``now``: off its slot's queue."""
+        copy = self._copies[cid]
+        slot = self._slots[copy.pool][copy.slot]
+        if slot.outstanding.pop(cid, None) is not None:
+            slot.anchor = max(slot.anchor, now)
 
     def _copy_pool(self, ids, records, pool: str | None) -> str | None:
         """``pool`` when it names the backup copies of ``ids``, None when it names (or
@@ -721,7 +727,7 @@ class Placement:
     def _reported(self, chunk_ids, pool: str | None):
         """(ids, records, copy pool) for a worker's report on ``chunk_ids``, or None when
         they have none or have been placed anew since (a retry replaces their copies)."""
-        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        ids = _ids(chunk_ids)
         if not ids or any(i not in self._records for i in ids):
             return None
         records = [self._records[i] for i in ids]
@@ -753,7 +759,7 @@ class Placement:
         copy that had started keeps its slot busy until its predicted end, or until
         ``lost`` reports it ended."""
         now = self._now(now)
-        ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+        ids = _ids(chunk_ids)
         for cid in ids:
             record = self._records[cid]
             record.taken_from = pool
@@ -822,9 +828,11 @@ class Placement:
                 if self._records[cid].task == record.task] or [record.chunk]
 
     def _task_seconds(self, ids) -> float:
-        """Predicted seconds of the task of ``ids`` where they were assigned, by the model
-        as it is now (a merged task's chunks share its fixed cost)."""
-        return sum(self.predict(self._records[i].pool, self._records[i].events) for i in ids)
+        """Predicted seconds of the task of ``ids`` (chunks of one pool) where they were
+        assigned, by the model as it is now (a merged task's chunks share its fixed cost;
+        the model's fit is computed once per task, not per chunk)."""
+        fixed, per_event = self._params(self._records[ids[0]].pool)
+        return sum(fixed + max(0.0, self._records[i].events) * per_event for i in ids)
 
     def backups(self, now: float | None = None) -> list[Backup]:
         """Second copies worth starting now (none without ``backup_margin``): a task in

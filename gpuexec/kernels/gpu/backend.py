@@ -18,12 +18,12 @@ import threading
 
 import numpy as np
 
-from gpuexec.kernels.stats import record_kernel
-from gpuexec.kernels.validate import longest_list
 from gpuexec.kernels.backend import Backend
 from gpuexec.kernels.gpu import strategies as S
 from gpuexec.kernels.gpu.errors import DeviceOutOfMemory, GPUCallError
 from gpuexec.kernels.gpu.runtime import Runtime
+from gpuexec.kernels.stats import record_kernel
+from gpuexec.kernels.validate import longest_list
 
 # bytes of one carried partial (the widest accumulator: an (value, int64 index) pair)
 _ACC_BYTES = 16
