@@ -162,6 +162,9 @@ def main(argv=None) -> int:
                              "GPUExecutor(backups=0.5 / None)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="timed runs per query and executor; the median one is kept")
+    parser.add_argument("--alternate", action="store_true",
+                        help="open every executor at once and take turns per timed run, "
+                             "the order rotated each round (A/B comparisons)")
     parser.add_argument("--inflate", default="auto", choices=inflate.CHOICES,
                         help="library inflating zlib baskets in every executor's workers "
                              "(gpuexec.inflate; default: ISA-L where installed)")
@@ -217,52 +220,26 @@ def main(argv=None) -> int:
     results.setdefault("runs", []).append({"queries": queries, "executors": executors,
                                            "date": time.strftime("%Y-%m-%d %H:%M")})
     rows = {number: results["queries"].setdefault(f"Q{number}", {}) for number in queries}
-    # One executor (and cluster) per kind for all the queries; before each timed run a
-    # warm-up over a few chunks (one per worker) fills imports, numba and kernel caches.
-    for name in executors:
-        start = time.perf_counter()
-        opened = (coffea_executor(name, args.cores, args.inflate) if name in ("dask", "futures")
-                  else gpuexec_executor(name, args))
-        with contextlib.redirect_stdout(io.StringIO()), opened as ex:
-            # warm-up: a chunk per core, and on GPUExecutor enough merged GPU tasks to
-            # reach every GPU worker's slots (each process pays its own first use)
-            warm = args.cores
-            if name not in ("dask", "futures"):
-                warm += sum(p.workers * p.threads * ex.gpu_merge
-                            for p in ex.cluster_spec().pools if p.is_gpu)
-            for number in queries:
-                spent = time.perf_counter() - start
-                if args.executor_budget is not None and spent > args.executor_budget:
-                    rows[number][name] = {"not_run": f"executor budget of "
-                                                     f"{args.executor_budget:.0f} s spent"}
-                    continue
-                run_query(ex, number, paths, chunksize, maxchunks=warm)
-                timed = []
-                for _ in range(max(1, args.repeat)):
-                    cpu_before = process_cpu_seconds()
-                    seconds, out = run_query(ex, number, paths, chunksize)
-                    entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds,
-                             "client_cpu_s": process_cpu_seconds() - cpu_before}
-                    if name not in ("dask", "futures"):
-                        call = ex.report.processing
-                        entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
-                                      "timing": call.timing(), "merged_tasks": len(call.merges),
-                                      "fallbacks": len(call.fallbacks), "phases": call.phases,
-                                      "backups": len(call.backups),
-                                      "backups_counted": sum(b.taken_from == b.to_pool
-                                                             for b in call.backups)})
-                        if name.startswith("placement") and ex.placement is not None:
-                            entry["placement"] = ex.placement.summary()
-                            entry["decisions"] = ex.placement.decisions()
-                    timed.append(entry)
-                timed.sort(key=lambda e: e["seconds"])
-                entry = dict(timed[len(timed) // 2])  # the median run, whole
-                if len(timed) > 1:
-                    entry["repeats_seconds"] = [e["seconds"] for e in timed]
-                rows[number][name] = entry
-        print(f"{name}: {time.perf_counter() - start:.0f} s for queries {args.queries}",
-              flush=True)
-        save(args.out, results)  # what is measured survives a run cut short
+    if args.alternate:
+        alternate(executors, queries, rows, paths, chunksize, args)
+    else:
+        # One executor (and cluster) per kind for all the queries, one after another
+        for name in executors:
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()), opened(name, args) as ex:
+                warm = warm_chunks(name, ex, args)
+                for number in queries:
+                    spent = time.perf_counter() - start
+                    if args.executor_budget is not None and spent > args.executor_budget:
+                        rows[number][name] = {"not_run": f"executor budget of "
+                                                         f"{args.executor_budget:.0f} s spent"}
+                        continue
+                    run_query(ex, number, paths, chunksize, maxchunks=warm)
+                    rows[number][name] = median([timed_run(name, ex, number, paths, chunksize)
+                                                 for _ in range(max(1, args.repeat))])
+            print(f"{name}: {time.perf_counter() - start:.0f} s for queries {args.queries}",
+                  flush=True)
+            save(args.out, results)  # what is measured survives a run cut short
     for number, row in rows.items():
         measured = {k for k, v in row.items() if isinstance(v, dict) and "makespan" in v}
         if {"placement", "all-cpu", "all-gpu"} <= measured:
@@ -272,6 +249,84 @@ def main(argv=None) -> int:
     save(args.out, results)
     print(f"written {args.out}")
     return 0
+
+
+def opened(name: str, args):
+    return (coffea_executor(name, args.cores, args.inflate) if name in ("dask", "futures")
+            else gpuexec_executor(name, args))
+
+
+def warm_chunks(name: str, ex, args) -> int:
+    """Chunks of the warm-up before each query's timed runs: a chunk per core, and on
+    GPUExecutor enough merged GPU tasks to reach every GPU worker's slots (each process
+    pays its own first use: imports, numba and kernel caches)."""
+    warm = args.cores
+    if name not in ("dask", "futures"):
+        warm += sum(p.workers * p.threads * ex.gpu_merge
+                    for p in ex.cluster_spec().pools if p.is_gpu)
+    return warm
+
+
+def timed_run(name: str, ex, number: int, paths, chunksize: int) -> dict:
+    """One timed run of query ``number``, with GPUExecutor's own account of it."""
+    cpu_before = process_cpu_seconds()
+    seconds, out = run_query(ex, number, paths, chunksize)
+    entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds,
+             "client_cpu_s": process_cpu_seconds() - cpu_before}
+    if name not in ("dask", "futures"):
+        call = ex.report.processing
+        entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
+                      "timing": call.timing(), "merged_tasks": len(call.merges),
+                      "fallbacks": len(call.fallbacks), "phases": call.phases,
+                      "backups": len(call.backups),
+                      "backups_counted": sum(b.taken_from == b.to_pool for b in call.backups),
+                      # cancelled copies left running on their workers at the end, and
+                      # workers an earlier call's left busy at the start
+                      "left_running": len(call.left_running),
+                      "busy_at_start": call.busy_at_start})
+        if name.startswith("placement") and ex.placement is not None:
+            entry["placement"] = ex.placement.summary()
+            entry["decisions"] = ex.placement.decisions()
+    return entry
+
+
+def median(timed: list[dict]) -> dict:
+    """The median run, whole, with every run's seconds (in the order they ran) and, on
+    GPUExecutor, its copies."""
+    entry = dict(sorted(timed, key=lambda e: e["seconds"])[len(timed) // 2])
+    if len(timed) > 1:
+        entry["repeats_seconds"] = [e["seconds"] for e in timed]
+        if "backups" in entry:  # what copies did in each run, and what they left behind
+            entry["repeats"] = [{k: e[k] for k in ("seconds", "backups", "backups_counted",
+                                                   "left_running", "busy_at_start")}
+                                for e in timed]
+    return entry
+
+
+def alternate(executors: list[str], queries: list[int], rows: dict, paths, chunksize: int,
+              args) -> None:
+    """Every executor open at once (GPUExecutor modes of the same pools share one
+    cluster); per query, each is warmed, then the timed runs take turns, the order
+    rotated each round, so that no executor always runs first or right after
+    another."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+        opened_ = {name: stack.enter_context(opened(name, args)) for name in executors}
+        for number in queries:
+            timed: dict[str, list] = {name: [] for name in executors}
+            for name, ex in opened_.items():
+                run_query(ex, number, paths, chunksize,
+                          maxchunks=warm_chunks(name, ex, args))
+            for r in range(max(1, args.repeat)):
+                k = r % len(executors)
+                for name in executors[k:] + executors[:k]:
+                    entry = timed_run(name, opened_[name], number, paths, chunksize)
+                    entry["round"] = r
+                    timed[name].append(entry)
+            for name in executors:
+                rows[number][name] = median(timed[name])
+            print(f"Q{number}: " + ", ".join(f"{n} {rows[number][n]['seconds']:.3f} s"
+                                             for n in executors), file=sys.stderr, flush=True)
 
 
 def generate(folder: str, events: int, files: int) -> list[str]:

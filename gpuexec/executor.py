@@ -56,7 +56,7 @@ from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 from gpuexec import inflate as inflater
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.heap import freeze_once
-from gpuexec.scheduler.placement import BACKUP_TICK
+from gpuexec.scheduler.placement import BACKUP_TICK, straggler_end
 from gpuexec.scheduler.report import (
     BackupCopy,
     CallReport,
@@ -520,6 +520,33 @@ _watching: set = set()  # run tokens of this process's runs in progress (other c
 #                         on a shared cluster send events on the same topic)
 
 
+@dataclass(frozen=True)
+class _StillRunning:
+    """A task cancelled while it ran (the copy that lost): Dask cannot stop it, so its
+    worker stays busy until it ends, and the next call on that cluster routes around the
+    worker until the task's end event arrives (``_store_runs``). Without it, the next
+    call's tasks queued behind the cancelled one (docs/executor.md)."""
+
+    scheduler: str  # the cluster's scheduler address
+    worker: str  # the worker's address
+    pool: str
+    started: float  # time.monotonic() of the start event's arrival
+    seconds: float  # the placement's prediction of the whole task
+
+
+_still_running: dict[str, _StillRunning] = {}  # task key -> its worker, until it ends
+# what a task of a call without placement (file metadata) is guessed to take: a worker
+# busy longer than this is avoided
+UNPLACED_TASK_SECONDS = 0.1
+# a record older than this is dropped (its end event will not come: its cluster closed)
+STILL_RUNNING_FORGOTTEN = 600.0
+
+
+def _still_running_on(client) -> bool:
+    address = client.scheduler.address
+    return any(e.scheduler == address for e in list(_still_running.values()))
+
+
 def _report_runs(runs: list | None) -> None:
     from distributed import get_worker
 
@@ -527,7 +554,8 @@ def _report_runs(runs: list | None) -> None:
         worker = get_worker()
     except ValueError:  # not on a worker (a direct call)
         return
-    worker.log_event(RUNS_TOPIC, {"key": worker.get_current_task(), "runs": runs})
+    worker.log_event(RUNS_TOPIC, {"key": worker.get_current_task(), "runs": runs,
+                                  "worker": worker.address})
 
 
 def _store_runs(event) -> None:
@@ -538,10 +566,12 @@ def _store_runs(event) -> None:
             if msg["runs"] is None:
                 starts = _reported_starts.get(run)
                 if starts is not None:
-                    starts.put((key, time.monotonic()))
+                    starts.put((key, time.monotonic(), msg.get("worker")))
             else:
                 _reported_runs[key] = msg["runs"]
-            return
+            break
+    if msg["runs"] is not None:  # (after storing: see _Loop._leave_still_running)
+        _still_running.pop(key, None)
 
 
 def _tally(total: _Partial, part: _Partial) -> None:
@@ -717,15 +747,16 @@ class GPUExecutor(ExecutorBase):
             (no placement) submits every chunk at once.
         gpu_lost_after: seconds without any worker of a GPU pool before its chunks are
             moved to CPU workers.
-        backups: None (default: off) or a margin, e.g. 0.5: once every chunk is placed,
-            a task in flight is copied to another pool's idle slots when the copy is
+        backups: a margin (default 0.5) or None (off): once every chunk is placed, a
+            task in flight is copied to another pool's idle slots when the copy is
             predicted to finish earlier by more than this fraction of its own time (a
             straggler, or a slow pool's last chunks); the first copy to complete counts
-            and the other is cancelled (one already running finishes on its worker and
-            its output is dropped, so the next call may find that worker busy).
-            ``report.processing.backups`` lists the copies. Off by default: on the H200
-            host it made ADL Q6 1.11x and 1.20x faster in two calls and 0.86x in a third
-            (docs/executor.md).
+            and the other is cancelled. One already running finishes on its worker and
+            its output is dropped; the next call on the cluster routes around that
+            worker until it ends (``report.processing.busy_at_start``).
+            ``report.processing.backups`` lists the copies. On the H200 host, with the
+            executors taking turns, ADL Q6 ran 1.04x and 1.06x faster with them, no query
+            measured below 0.99x (docs/executor.md).
         memory_limit: per embedded worker ("auto": a share of the machine's memory).
         dashboard_address: of the embedded cluster (localhost; a busy port is replaced
             by a free one).
@@ -763,7 +794,7 @@ class GPUExecutor(ExecutorBase):
     gpu_merge: int = 4
     window: float = 2.0
     gpu_lost_after: float = 5.0
-    backups: float | None = None
+    backups: float | None = 0.5
     memory_limit: str | int | float = "auto"
     dashboard_address: str = "127.0.0.1:8787"
     merge_on: str = "client"
@@ -1003,6 +1034,9 @@ class GPUExecutor(ExecutorBase):
         if not chunks:  # file metadata and generic items: the CPU pool when there is one
             name = "cpu" if pools.get("cpu") is not None and pools["cpu"].workers else next(iter(pools))
             pools = {name: pools[name]}
+            # where an earlier call's cancelled copy still occupies a worker, any other
+            # worker may take them (they would otherwise wait behind it on a lone CPU worker)
+            restrict = restrict and not _still_running_on(client)
         policy = self._placement(client, pools) if chunks and len(pools) > 1 else None
 
         # The task callable travels inside the graph: pickled once per message, so once
@@ -1124,6 +1158,8 @@ class GPUExecutor(ExecutorBase):
             backups=list(loop.copies.values()),
             merges=loop.merge_notes,
             phases=dict(loop.phases),
+            busy_at_start=dict(loop.busy_at_start),
+            left_running=list(loop.left_running),
             placement=(None if policy is None else
                        {"decisions": policy.decisions(), "summary": policy.summary()}),
         )
@@ -1168,7 +1204,15 @@ class _Loop:
         self.cover: dict[int, set] = {}
         self.copies: dict[tuple, BackupCopy] = {}
         self.cancelled: dict = {}  # task key -> _Submitted: lost to a copy, may still run
-        self.starts: queue.SimpleQueue = queue.SimpleQueue()  # (task key, monotonic time)
+        self.starts: queue.SimpleQueue = queue.SimpleQueue()  # (key, monotonic time, worker)
+        self.began: dict = {}  # task key -> (monotonic time, worker address) of its start
+        # cancelled tasks of earlier calls still running here (task key -> _StillRunning),
+        # the cluster's workers when there are some; what the report says of both
+        self.avoid: dict = {}
+        self.held: dict = {}  # their task key -> (pool, slot) held in the policy
+        self.live: dict = {}
+        self.busy_at_start: dict = {}
+        self.left_running: list[str] = []
         self.moving: dict = {}  # key of a GPU output's copy to a CPU worker -> (copy, _Submitted)
         # merge_on="client": outputs being fetched (task key -> _Submitted), the merged
         # output of the chunks taken so far
@@ -1289,6 +1333,7 @@ class _Loop:
             groups = [(i,) for i in indices]
             tasks = [self.items[i] for i in indices]
         spec = self.pools[pool]
+        around = self._around_busy(pool, groups)
         keys_ = []
         for group in groups:
             number = None
@@ -1307,6 +1352,7 @@ class _Loop:
                 [tuple(_expected_units(self.items[i]) for i in g) for g in groups],
                 task=self.task, key=keys_, pure=False,
                 resources=spec.task_resources_dict() if self.restrict else None,
+                workers=around, allow_other_workers=False,
                 priority=self.ex.priority,
                 retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
             )
@@ -1579,9 +1625,10 @@ class _Loop:
         offset = self.policy.clock() - time.monotonic()
         while True:
             try:
-                key, at = self.starts.get_nowait()
+                key, at, worker = self.starts.get_nowait()
             except queue.Empty:
                 break
+            self.began[key] = (at, worker)
             sub = self.in_flight.get(key)
             if sub is not None:
                 self.policy.started(list(sub.indices), now=at + offset, pool=sub.pool)
@@ -1601,7 +1648,96 @@ class _Loop:
                                       priority=self.ex.priority + 1).result()
         return runs
 
+    # ------------------------------------------------------ cancelled copies running on
+    def _route_around_busy(self) -> None:
+        """Workers that an earlier call's cancelled copies still occupy (on this cluster):
+        the policy counts one slot of their pool busy until each copy's predicted end,
+        and ``_submit`` sends tasks to the pool's other workers while it runs."""
+        address = self.client.scheduler.address
+        now = time.monotonic()
+        mine = {}
+        for key, entry in list(_still_running.items()):
+            if now - entry.started > STILL_RUNNING_FORGOTTEN:  # (a cluster closed since)
+                _still_running.pop(key, None)
+            elif entry.scheduler == address:
+                mine[key] = entry
+        if not mine:
+            return
+        self.live = _workers(self.client)
+        for key, entry in mine.items():
+            if entry.worker not in self.live:  # the worker is gone (and its task with it)
+                _still_running.pop(key, None)
+                continue
+            self.avoid[key] = entry
+            until = straggler_end(entry.started, entry.seconds, now)
+            self.busy_at_start[entry.worker] = max(self.busy_at_start.get(entry.worker, 0.0),
+                                                   until - now)
+            if self.policy is not None and entry.pool in self.policy.pools:
+                slot = self.policy.occupied(entry.pool, until + self.policy.clock() - now)
+                self.held[key] = (entry.pool, slot)
+        if self.busy_at_start:
+            logger.info("gpuexec: %d worker(s) still run copies that an earlier call "
+                        "cancelled; tasks go to other workers until they end: %s",
+                        len(self.busy_at_start), ", ".join(sorted(self.busy_at_start)))
+
+    def _update_held(self) -> None:
+        """Slots held by an earlier call's cancelled copies: one that runs on past its
+        predicted end is predicted anew (``straggler_end``), one that ended is free."""
+        if not self.held:
+            return
+        now = time.monotonic()
+        offset = self.policy.clock() - now
+        for key, (pool, slot) in list(self.held.items()):
+            entry = _still_running.get(key)
+            if entry is None:  # its end event arrived
+                del self.held[key]
+                until = now
+            else:
+                until = straggler_end(entry.started, entry.seconds, now)
+            self.policy.occupied(pool, until + offset, slot)
+
+    def _around_busy(self, pool: str, groups) -> list | None:
+        """The workers of ``pool`` not occupied by an earlier call's cancelled copy, for
+        the ``workers=`` of tasks running ``groups`` of chunks; None when none is occupied
+        for longer than such a task takes (no restriction: a restricted task stays so
+        after the copy ends; binding whatever the prediction, one H200 run of ADL Q6 that
+        found 2 of 4 CPU workers so busy took 1.37 s instead of 0.9), or all are (nowhere
+        else to go)."""
+        now = time.monotonic()
+        seconds = UNPLACED_TASK_SECONDS
+        if self.policy is not None and pool in self.policy.pools:
+            seconds = max(self.policy.predict(pool, sum(_expected_units(self.items[i])
+                                                        for i in group)) for group in groups)
+        busy = {e.worker for k, e in self.avoid.items() if k in _still_running
+                and straggler_end(e.started, e.seconds, now) - now > seconds}
+        if not busy:
+            return None
+        need = self.pools[pool].task_resources_dict() if self.restrict else {}
+        mine = [a for a, w in self.live.items()
+                if all(w.get("resources", {}).get(r, 0) >= n for r, n in need.items())]
+        free = [a for a in mine if a not in busy]
+        return free if free and len(free) < len(mine) else None
+
+    def _leave_still_running(self) -> None:
+        """Record this call's cancelled copies that had started and have not ended, for
+        the next call on the cluster (``_route_around_busy``)."""
+        if self.policy is None:
+            return
+        address = self.client.scheduler.address
+        for key, sub in self.cancelled.items():
+            began = self.began.get(key)
+            seconds = self.policy.task_seconds(list(sub.indices), sub.pool)
+            if began is None or began[1] is None or seconds is None:
+                continue  # never started (Dask drops it), or not known where
+            _still_running[key] = _StillRunning(address, began[1], sub.pool, began[0], seconds)
+            # its end may have been reported meanwhile (_store_runs pops after storing)
+            if key in _reported_runs:
+                _still_running.pop(key, None)
+            else:
+                self.left_running.append(self._label(sub.indices))
+
     def run(self) -> _Partial:
+        self._route_around_busy()
         if self.policy is not None:
             _reported_starts[self.run_token] = self.starts
             _watching.add(self.run_token)
@@ -1609,6 +1745,7 @@ class _Loop:
         try:
             return self._run()
         finally:
+            self._leave_still_running()
             _watching.discard(self.run_token)
             _reported_starts.pop(self.run_token, None)
             for key in [k for k in _reported_runs if self.run_token in k]:
@@ -1685,6 +1822,7 @@ class _Loop:
             if to_fetch:
                 self._fetch(to_fetch)
             self._worker_events()
+            self._update_held()
             if time.monotonic() - last_check >= 1.0:
                 self._watch_gpu_pools()
                 last_check = time.monotonic()

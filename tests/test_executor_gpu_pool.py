@@ -406,6 +406,45 @@ def test_a_gpu_failure_with_a_copy_running_is_recorded_and_not_rerun():
     assert "gpu-5" in loop.in_flight
 
 
+def test_tasks_go_around_a_worker_an_earlier_cancelled_copy_still_occupies():
+    """Tasks are bound to the pool's other workers while a cancelled copy of an earlier
+    call occupies one for longer than a task takes (a task bound so stays bound); not
+    when it is about to end, nor when no other worker is left."""
+    from gpuexec import executor as E
+    from gpuexec.scheduler.cluster import WorkerPool
+
+    loop = _bare_loop(1)
+    loop.restrict = True
+    loop.pools = {"cpu": WorkerPool.cpu(2, 1), "gpu": WorkerPool("gpu", 1, 1,
+                                                                 resources={"GPU": 1},
+                                                                 task_resources={"GPU": 1})}
+    cpu = {"resources": {"CPU": 1}}
+    loop.live = {"tcp://a": cpu, "tcp://b": cpu, "tcp://g": {"resources": {"GPU": 1}}}
+    now = time.monotonic()
+    long_ = E._StillRunning("tcp://s", "tcp://a", "cpu", now, 5.0)
+    loop.avoid = {"k1": long_}
+    E._still_running.update(loop.avoid)
+    group = [(0,)]
+    try:
+        assert loop._around_busy("cpu", group) == ["tcp://b"]
+        assert loop._around_busy("gpu", group) is None  # not one of its workers
+        E._still_running["k2"] = E._StillRunning("tcp://s", "tcp://b", "cpu", now, 5.0)
+        loop.avoid["k2"] = E._still_running["k2"]
+        assert loop._around_busy("cpu", group) is None  # nowhere else to go: it waits
+        # a task's end event frees its worker, whether or not its call still runs
+        E._store_runs((0.0, {"key": "k2", "runs": [], "worker": "tcp://b"}))
+        assert "k2" not in E._still_running and loop._around_busy("cpu", group) == ["tcp://b"]
+        # one about to end (predicted 0.05 s of a 0.1 s task left) is not worth a binding
+        soon = E._StillRunning("tcp://s", "tcp://b", "cpu", time.monotonic(), 0.05)
+        loop.avoid["k3"] = E._still_running["k3"] = soon
+        assert loop._around_busy("cpu", group) == ["tcp://b"]
+        E._store_runs((0.0, {"key": "k1", "runs": [], "worker": "tcp://a"}))
+        assert loop._around_busy("cpu", group) is None
+    finally:
+        for key in ("k1", "k2", "k3"):
+            E._still_running.pop(key, None)
+
+
 def test_merged_gpu_tasks_shrink_as_the_run_ends():
     """Guided self-scheduling of merged GPU tasks: gpu_merge chunks while plenty remain,
     then at most the remaining chunks' share of one slot."""
@@ -427,13 +466,13 @@ class SlowOnCPU(DimuonProcessor):
 
 
 def test_a_straggling_cpu_chunk_is_copied_to_the_idle_gpu_pool(executor, tt_reference):
-    """The CPU pool draws chunks before any time is measured and takes 15 s over each;
+    """The CPU pool draws chunks before any time is measured and takes 30 s over each;
     the GPU pool is done with the others in a few seconds. Running past its prediction,
     the CPU's chunk is copied to the idle GPU worker, whose output counts; so is the one
     queued behind it. The run ends long before the straggler would, and every event
-    counts once. (Last in the module: the cancelled straggler keeps its CPU worker busy
-    until it ends.)"""
-    delay = 15.0
+    counts once. The next call routes around the CPU worker that the cancelled
+    straggler keeps busy. (Last in the module: the straggler runs until it ends.)"""
+    delay = 30.0
     ex = executor.copy(backups=0.5)
     out = runner(ex, chunksize=20)({"TT": [TT]}, SlowOnCPU(delay), treename="Events")
     assert_same_output(out, tt_reference)
@@ -446,3 +485,16 @@ def test_a_straggling_cpu_chunk_is_copied_to_the_idle_gpu_pool(executor, tt_refe
     assert any(d["pool"] == "cpu" and d["backup_pool"] == "gpu" for d in decisions)
     assert call.seconds < delay, call.seconds
     assert "copied to another pool's idle slots" in str(ex.report)
+    # the cancelled straggler runs on; the queued chunk behind it never started
+    assert len(call.left_running) == 1, call.left_running
+
+    # The next call on the cluster knows its only CPU worker is busy: its chunks go to
+    # the GPU pool instead of queueing behind the straggler for the rest of its 30 s.
+    out = runner(executor, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+    assert_same_output(out, tt_reference)
+    after = executor.report.processing
+    assert len(after.busy_at_start) == 1, after.busy_at_start
+    on_cpu = [(d["chunk"], d["reason"]) for d in executor.placement.decisions()
+              if d["pool"] == "cpu"]
+    assert after.pools == {"gpu": 10} and after.seconds < delay, (after.seconds, on_cpu)
+    assert "still busy with an earlier call's cancelled task" in str(executor.report)

@@ -482,6 +482,55 @@ def test_a_straggler_is_copied_to_an_idle_pool_and_the_first_copy_counts():
     assert policy.decisions()[1]["backup_pool"] is None
 
 
+def test_a_slot_occupied_from_outside_the_run_takes_chunks_only_when_free():
+    """A worker still running a copy that an earlier run cancelled: its slot is busy
+    until then, so chunks go to the other slots first, and a pool whose every slot is
+    busy is not explored (the chunk would wait there)."""
+    def cpu_gpu():
+        return [Pool("cpu", "cpu", 2, CostModel(0.0, 1e5)),
+                Pool("gpu", "gpu", 1, CostModel(0.01, 1e6))]
+
+    policy = Placement(cpu_gpu(), crossover=1e12, clock=lambda: 0.0)  # all below crossover
+    policy.occupied("cpu", 3.0)
+    assert [policy.assign(chunk(i, 50_000, start=50_000 * i), now=0.0)
+            for i in range(2)] == ["cpu", "cpu"]
+    # both on the free slot (0.5 s each), none on the one busy until 3 s
+    busy = [i for i, s in enumerate(policy._slots["cpu"]) if s.anchor == 3.0]
+    assert len(busy) == 1 and not policy._slots["cpu"][busy[0]].outstanding
+    assert {d["slot"] for d in policy.decisions()} == {1 - busy[0]}
+    assert policy.decisions()[1]["predicted_start"] == pytest.approx(0.5)
+
+    # a chunk whose pool's earliest slot is held waits while another pool has work in
+    # flight (whose completion places it anew); with nothing in flight elsewhere it binds
+    policy = Placement(cpu_gpu(), crossover=1e12, clock=lambda: 0.0)
+    policy.occupied("cpu", 3.0)
+    policy.occupied("cpu", 3.0)
+    assert policy.assign(chunk(0, 50_000), now=0.0, may_wait=True) == "cpu"  # nothing else
+    policy = Placement(cpu_gpu(), crossover=1e12, clock=lambda: 0.0)
+    policy.occupied("cpu", 3.0)
+    policy.occupied("cpu", 3.0)
+    policy._slots["gpu"][0].add(99, 1.0, 0.0)  # work in flight on the GPU pool
+    assert policy.assign(chunk(0, 50_000), now=0.0, may_wait=True) is None
+    assert policy.assign(chunk(0, 50_000), now=0.0) == "cpu"  # (may not wait: bound)
+
+    def measured_gpu_only(occupied):
+        policy = Placement([Pool("cpu", "cpu", 1, CostModel(0.0, 1e5)),
+                            Pool("gpu", "gpu", 1, CostModel(0.01, 1e6))], crossover=0)
+        assert policy.assign(chunk(0, 50_000), now=0.0) == "gpu"
+        policy.observe(0, 0.06, now=0.06)
+        if occupied:
+            policy.occupied("cpu", 3.0)
+        return policy, policy.choose(chunk(1, 50_000, start=50_000), now=0.06)
+
+    assert measured_gpu_only(False)[1] == ("cpu", "probe: not measured yet")
+    policy, choice = measured_gpu_only(True)
+    assert choice[0] == "gpu"
+    # its task's predicted seconds, for the next run to know when the worker frees
+    assert policy.task_seconds([0], "gpu") == pytest.approx(0.06, rel=0.5)
+    assert policy.task_seconds([0], "elsewhere") is None
+    assert policy.task_seconds([7], "gpu") is None
+
+
 def test_no_copy_unless_it_wins_by_the_margin():
     def run(margin, big):
         policy = Placement([Pool("cpu", "cpu", 2, CostModel(0.0, 1e5)),

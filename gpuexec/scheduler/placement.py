@@ -328,6 +328,10 @@ class _Slot:
     def idle(self, now: float) -> bool:
         return not self.outstanding and self.anchor <= now
 
+    def held(self, now: float) -> bool:
+        """Busy with no chunk of this run's queue: a cancelled task that runs on."""
+        return not self.outstanding and self.anchor > now
+
     def add(self, chunk_id: int, seconds: float, now: float) -> None:
         if not self.outstanding:
             self.anchor = max(self.anchor, now)
@@ -341,6 +345,16 @@ class _Slot:
             self.outstanding.pop(cid, None)
         if busy_until is not None:
             self.anchor = max(self.anchor, busy_until)
+
+
+def straggler_end(started: float, seconds: float, now: float) -> float:
+    """When a task started at ``started`` and predicted ``seconds`` ends. One past its
+    predicted end is a straggler: it is guessed to need as long again as it has overrun,
+    and at least half its prediction."""
+    end = started + seconds
+    if end < now:
+        end = now + max(0.5 * seconds, now - end)
+    return end
 
 
 def _ids(chunk_ids) -> list[int]:
@@ -472,6 +486,16 @@ class Placement:
         return min(crossover_events(g, self._params(c)) for c in cpus)
 
     # ------------------------------------------------------------------ decisions
+    def _held_back(self, pool: str, now: float) -> bool:
+        """Whether a chunk for ``pool`` had better wait: its earliest slot is held by a
+        cancelled task that runs on (bound now, the chunk would queue behind it on that
+        worker however long it runs) while another pool has work whose completion will
+        place the chunk anew."""
+        slot, _start = self._best_slot(pool, now)
+        return (self._slots[pool][slot].held(now)
+                and any(s.outstanding for name, slots in self._slots.items() if name != pool
+                        for s in slots))
+
     def _queued(self, pool: str) -> int:
         """Chunks assigned to ``pool`` and not yet observed."""
         return sum(len(s.outstanding) for s in self._slots[pool])
@@ -484,10 +508,14 @@ class Placement:
         p = self.pools[pool]
         return max(p.slots, math.ceil(self.depth * p.slots)) * p.merge
 
-    def _tasks_per_slot(self, pool: str) -> float:
+    def _tasks_per_slot(self, pool: str, now: float) -> float:
         """Tasks assigned to ``pool`` and not yet observed, per slot (a merging pool's
-        task holds ``merge`` chunks)."""
-        return self._queued(pool) / (len(self._slots[pool]) * self.pools[pool].merge)
+        task holds ``merge`` chunks); a slot kept busy by a cancelled task that runs on
+        counts one task."""
+        slots = self._slots[pool]
+        merge = self.pools[pool].merge
+        held = sum(1 for s in slots if s.held(now))
+        return self._queued(pool) / (len(slots) * merge) + held / len(slots)
 
     def _now(self, now: float | None) -> float:
         return self.clock() if now is None else float(now)
@@ -558,16 +586,23 @@ class Placement:
             # measurements are coming in: a pool never measured and with nothing queued
             # gets this chunk, since its prediction is only the other pools' scale
             for name in candidates:
+                slots = self._slots[name]
+                # (a slot kept busy by a cancelled copy is not idle: the chunk would wait)
                 if (self.pools[name].model.observations == 0
-                        and not any(s.outstanding for s in self._slots[name])):
+                        and not any(s.outstanding for s in slots)
+                        and any(s.idle(now) for s in slots)):
                     return name, "probe: not measured yet"
         if self.unmeasured_depth is not None and len(candidates) > 1:
             # depth in tasks per slot: a merging pool's task holds ``merge`` chunks (in
             # chunks, 12 single-slot GPU workers with merges of 4 started with 3 busy)
             room = [n for n in candidates if self.pools[n].model.observations > 0
-                    or self._tasks_per_slot(n) < self.unmeasured_depth]
+                    or self._tasks_per_slot(n, now) < self.unmeasured_depth]
             if not room:  # nothing measured and every pool full: fill by slots
-                best = min(candidates, key=self._tasks_per_slot)
+                # (not to a pool whose every slot a cancelled task holds: seeds cannot
+                # say how long that is against the other pools' queues)
+                open_ = [n for n in candidates
+                         if not all(s.held(now) for s in self._slots[n])] or candidates
+                best = min(open_, key=lambda n: self._tasks_per_slot(n, now))
                 return best, (why or "above crossover") + ", no pool measured yet: fewest queued per slot"
             if len(room) < len(candidates):
                 candidates = room
@@ -609,7 +644,8 @@ class Placement:
                              f"(to {self._records[chunk.id].pool})")
         now = self._now(now)
         pool, reason = self.choose(chunk, now, backlog_events)
-        if may_wait and self._queued(pool) >= self.capacity(pool):
+        if may_wait and (self._queued(pool) >= self.capacity(pool)
+                         or self._held_back(pool, now)):
             return None
         self._enqueue(chunk, pool, reason, now)
         return pool
@@ -768,7 +804,7 @@ class Placement:
                 if copy is not None:
                     busy = None
                     if copy.started_at is not None:
-                        busy = self._predicted_end(copy.started_at, copy.predicted_seconds, now)
+                        busy = straggler_end(copy.started_at, copy.predicted_seconds, now)
                     self._slots[copy.pool][copy.slot].drop([cid], busy)
                 continue
             if copy is None or copy.pool != pool:
@@ -778,7 +814,7 @@ class Placement:
             task = self._task_chunks(record)
             busy = None
             if record.started_at is not None:
-                busy = self._predicted_end(record.started_at, self._task_seconds(task), now)
+                busy = straggler_end(record.started_at, self._task_seconds(task), now)
                 if self.pools[record.pool].model.observations == 0:
                     # a pool never measured learns at least this: the task it lost had run
                     # this long (a bound from below; ``lost`` brings the true time)
@@ -810,15 +846,30 @@ class Placement:
         if ratio is not None:
             self._log_scale = _ew(self._log_scale, ratio, 1.0 - self.pools[pool].model.decay)
 
-    @staticmethod
-    def _predicted_end(started: float, seconds: float, now: float) -> float:
-        """When a task started at ``started`` and predicted ``seconds`` ends. One past its
-        predicted end is a straggler: it is guessed to need as long again as it has
-        overrun, and at least half its prediction."""
-        end = started + seconds
-        if end < now:
-            end = now + max(0.5 * seconds, now - end)
-        return end
+    def task_seconds(self, chunk_ids, pool: str) -> float | None:
+        """Predicted seconds of the task of ``chunk_ids`` on ``pool``: their copy there,
+        or their original (None if they were not placed there). A cancelled task that
+        started runs on until ``straggler_end`` of its start and these seconds."""
+        reported = self._reported(chunk_ids, pool)
+        if reported is None:
+            return None
+        ids, _records, copy_pool = reported
+        if copy_pool is not None:
+            return self._copies[ids[0]].predicted_seconds
+        return self._task_seconds(ids)
+
+    def occupied(self, pool: str, until: float, slot: int | None = None) -> int:
+        """A slot of ``pool`` is busy until ``until`` with work from outside this run (a
+        copy that an earlier run on the same workers cancelled while it ran): chunks are
+        predicted to start there only then. Returns the slot; pass it again to move
+        ``until`` (later as the task runs on, ``now`` once it has ended)."""
+        slots = self._slots[pool]
+        if slot is None:
+            now = self._now(None)
+            slot = min(range(len(slots)), key=lambda i: slots[i].free_at(now))
+            until = max(slots[slot].anchor, until)
+        slots[slot].anchor = until
+        return slot
 
     def _task_chunks(self, record: Decision) -> list[int]:
         """The chunks that run in one task with ``record``'s (itself alone if not merged)."""
@@ -838,7 +889,7 @@ class Placement:
         """Second copies worth starting now (none without ``backup_margin``): a task in
         flight predicted to end later than a copy on another pool's idle slots by more
         than ``backup_margin`` x the copy's time. A task that started (``started``) ends
-        at its start plus its predicted time (a straggler: see ``_predicted_end``); one
+        at its start plus its predicted time (a straggler: see ``straggler_end``); one
         not started yet at the earliest its predicted time from now. Meant for the end of
         a run, when no chunk waits and idle slots cost nothing; the first copy to
         complete counts (``observe(..., pool=)`` then ``settle``). The copy's pool must
@@ -876,7 +927,7 @@ class Placement:
                 late, original = False, now + seconds
             else:
                 late = started + seconds < now
-                original = self._predicted_end(started, seconds, now)
+                original = straggler_end(started, seconds, now)
             # a pool never measured is predicted by the others' scale: only a task running
             # past that prediction says that it is slow
             if name not in measured and not late:

@@ -131,6 +131,11 @@ class CallReport:
     # the merged output was in this process (the tail of a short call is the last task
     # seen to the merged output)
     phases: dict = field(default_factory=dict)
+    # workers that a copy cancelled by an earlier call still ran at this call's start ->
+    # seconds they were predicted to stay busy (this call's tasks went to other workers),
+    # and the labels of this call's cancelled copies still running when it ended
+    busy_at_start: dict = field(default_factory=dict)
+    left_running: list[str] = field(default_factory=list)
 
     def timing(self) -> dict[str, dict[str, float]]:
         """Per pool: seconds of reading, host-device transfer and compute, summed over
@@ -166,6 +171,12 @@ class CallReport:
             won = sum(1 for b in self.backups if b.taken_from == b.to_pool)
             text += (f"; {len(self.backups)} task(s) copied to another pool's idle slots "
                      f"({won} copies counted first)")
+        if self.left_running:
+            text += (f"; {len(self.left_running)} cancelled task(s) still running on their "
+                     "workers at the end")
+        if self.busy_at_start:
+            text += (f"; {len(self.busy_at_start)} worker(s) still busy with an earlier "
+                     "call's cancelled task at the start")
         return text
 
 
