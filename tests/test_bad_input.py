@@ -228,8 +228,8 @@ def test_validate_offsets_shape_and_dtype():
 
 
 def test_the_offsets_check_remembers_the_longest_list(monkeypatch):
-    """The check of a device offsets buffer reads its longest list back with its flag (one
-    host read) and remembers it for that very buffer; a failed check remembers nothing;
+    """The check of a device offsets buffer reads its longest list and how many lists are
+    long back with its flag (one host read) and remembers them for that very buffer; a failed check remembers nothing;
     host buffers skip the two passes (nothing reads it there). The device branch runs here
     on numpy arrays: its code is nplike-generic."""
     from gpuexec.kernels import validate
@@ -242,6 +242,13 @@ def test_the_offsets_check_remembers_the_longest_list(monkeypatch):
     assert validate.longest_list(offsets) is None
     validate.offsets(offsets, 10)
     assert validate.longest_list(offsets) == 7
+    # long: above max(4 x the mean of 2.5, 64) elements; none here
+    assert validate.long_lists(offsets) == 0 and validate.long_lists(host) is None
+    counts = np.array([3] * 400 + [70, 80, 65, 2000])  # mean 8.3: 4 above 64
+    tail = np.concatenate([[0], np.cumsum(counts)])
+    validate.offsets(tail, int(tail[-1]))
+    assert validate.longest_list(tail) == 2000 and validate.long_lists(tail) == 4
+    assert validate.long_lists(tail.copy()) is None
     assert validate.longest_list(offsets.copy()) is None
     bad = np.array([0, 5, 3], dtype=np.int64)
     with pytest.raises(validate.InvalidLayout):
@@ -249,4 +256,4 @@ def test_the_offsets_check_remembers_the_longest_list(monkeypatch):
     assert validate.longest_list(bad) is None
     empty = np.zeros(1, dtype=np.int64)
     validate.offsets(empty, 0)
-    assert validate.longest_list(empty) == 0
+    assert validate.longest_list(empty) == 0 and validate.long_lists(empty) == 0

@@ -269,3 +269,17 @@ def test_the_longest_list_moves_the_short_list_rule():
     # an override of the thresholds holds for every kernel
     assert S.plan("sm_90", short_lists=8).per_list_role("sum", n, mean * n, "float64",
                                                         longest=60) == "staged"
+    # long lists counted: a few, holding a small share of the elements, are no long tail;
+    # the tiled kernel bears a larger share than one thread per list from global memory
+    few = int(p.tail[2] * 13 * n / 2000)
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000, n_long=few) == "naive"
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000,
+                           n_long=few + 1) == "hybrid"
+    assert p.tail[3] > p.tail[2]
+    assert p.per_list_role("max", n, 13 * n, "float64", longest=2000, n_long=few + 1) == "tiled"
+    few_tiled = int(p.tail[3] * 13 * n / 2000)
+    assert p.per_list_role("max", n, 13 * n, "float64", longest=2000,
+                           n_long=few_tiled + 1) == "hybrid"
+    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000, n_long=3) == "tiled"
+    assert S.plan("sm_90", few_long=0).per_list_role("sum", n, mean * n, "float64",
+                                                     longest=5000, n_long=3) == "hybrid"

@@ -346,10 +346,47 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
     assert S.plan(be.device.arch, strategy, short_lists=0).per_list(fname, 10, 10) is False
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint32"])
+def test_the_offsets_check_on_the_device_reads_longest_and_long_lists(dtype):
+    """The offsets check of a device buffer remembers its longest list and how many lists
+    are long (as numpy computes them), and the same bad offsets raise the same errors on
+    the device as on the host."""
+    import cupy as cp
+
+    from gpuexec.kernels import validate
+
+    rng = np.random.default_rng(3)
+    for counts in (rng.poisson(3, 100_000), np.r_[rng.poisson(3, 50_000), [900, 70, 2000]],
+                   np.zeros(10, np.int64), np.array([5])):
+        host = np.concatenate([[0], np.cumsum(counts)]).astype(dtype)
+        device = cp.asarray(host)
+        validate.offsets(device, int(host[-1]))
+        want_long = int((np.diff(host.astype(np.int64))
+                         > max(4.0 * host[-1] / (host.size - 1), 64)).sum())
+        assert validate.longest_list(device) == int(np.diff(host.astype(np.int64)).max())
+        assert validate.long_lists(device) == want_long
+    good = np.array([0, 3, 3, 7, 9], dtype=dtype)
+    bad_cases = [(np.array([0, 3, 2, 9], dtype=dtype), 9, "not monotonically increasing at "
+                                                          "position 1"),
+                 (good, 8, "exceeds the length of the content")]
+    if dtype != "uint32":
+        bad_cases.append((np.array([-1, 3, 9], dtype=dtype), 9, "is negative"))
+    for offsets, length, message in bad_cases:
+        with pytest.raises(validate.InvalidLayout, match=message):
+            validate.offsets(cp.asarray(offsets), length)
+        with pytest.raises(validate.InvalidLayout, match=message):
+            validate.offsets(offsets, length)  # the host says the same
+        assert validate.longest_list(cp.asarray(offsets)) is None
+    unknown = cp.asarray(good)
+    validate.offsets(unknown, None)  # a content length not known: only the order checked
+    assert validate.longest_list(unknown) is None  # (nothing remembered without it)
+
+
 def test_the_longest_list_picks_the_kernel_of_a_public_call():
     """A public call's offsets pass the API layer's check, which reads their longest list
     back: a long tail sends lists of a short mean to the hybrid kernel, bounded lengths
-    keep the tiled kernel above the mean threshold; the buffer-level kernel, given offsets
+    keep the tiled kernel above the mean threshold, a handful of long lists (the check
+    counts them) keeps the mean's kernel; the buffer-level kernel, given offsets
     nobody checked, decides by the mean alone. Every result equals awkward's."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
@@ -358,8 +395,11 @@ def test_the_longest_list_picks_the_kernel_of_a_public_call():
     n = 200_000
     tail = np.where(rng.random(n) < 0.01, rng.integers(100, 2001, n), rng.poisson(3, n))
     bounded = rng.poisson(24, 420_000)  # about 10M float64: past the tiled kernel's 64 MB
+    handful = rng.poisson(3, n)  # three long lists: counted, they are no long tail
+    handful[rng.choice(n, 3, replace=False)] = 2000  # 1 % of the elements
     for counts, fname, by_mean, by_longest in ((tail, "argmax", "naive", "hybrid"),
-                                                (bounded, "sum", "staged", "tiled")):
+                                                (bounded, "sum", "staged", "tiled"),
+                                                (handful, "argmax", "naive", "naive")):
         host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)
         x = ak.to_backend(host, "cuda")
         with gk.counting() as s:

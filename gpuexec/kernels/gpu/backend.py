@@ -23,7 +23,7 @@ from gpuexec.kernels.gpu import strategies as S
 from gpuexec.kernels.gpu.errors import DeviceOutOfMemory, GPUCallError
 from gpuexec.kernels.gpu.runtime import Runtime
 from gpuexec.kernels.stats import record_kernel
-from gpuexec.kernels.validate import longest_list
+from gpuexec.kernels.validate import long_lists, longest_list
 
 # bytes of one carried partial (the widest accumulator: an (value, int64 index) pair)
 _ACC_BYTES = 16
@@ -104,13 +104,15 @@ class PinnedStaging:
 
 class GPUBackend(Backend):
     """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None,
-    per_list_kernel=None, long_list_kernel=None, family_per_list=None, staged_lists=None)``.
+    per_list_kernel=None, long_list_kernel=None, family_per_list=None, staged_lists=None,
+    few_long=None)``.
 
     ``strategy``/``launch``/``short_lists``/``per_list_kernel``/``long_list_kernel``
     override the strategy table (tests and benchmarks run every strategy on the same device;
     ``short_lists=0`` keeps the flattened kernels on short lists too, a dict of
     ``op[:dtype]`` thresholds replaces the table's, ``long_list_kernel="flat"`` keeps them
-    on long ones, ``staged_lists=()`` keeps the hybrid kernel on every mean length);
+    on long ones, ``staged_lists=()`` keeps the hybrid kernel on every mean length,
+    ``few_long=0`` counts any long list as a long tail);
     ``vendor`` "cuda" or "hip" (default: the one present)."""
 
     ak_backend = "cuda"
@@ -120,7 +122,7 @@ class GPUBackend(Backend):
                  launch=None, device: int = 0, cache_dir: str | None = None,
                  short_lists: float | dict | None = None, per_list_kernel: str | None = None,
                  long_list_kernel: str | None = None, family_per_list: dict | None = None,
-                 staged_lists: dict | tuple | None = None):
+                 staged_lists: dict | tuple | None = None, few_long: float | None = None):
         super().__init__()
         import cupy
 
@@ -136,7 +138,7 @@ class GPUBackend(Backend):
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
         self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list_kernel,
-                           long_list_kernel, family_per_list, staged_lists)
+                           long_list_kernel, family_per_list, staged_lists, few_long)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}
@@ -315,7 +317,8 @@ class GPUBackend(Backend):
 
         def reduce(offsets, content, identity=None, with_empty=False):
             cp = self._cp
-            longest = longest_list(offsets)  # where the API layer checked this buffer
+            # where the API layer checked this buffer: its longest list, its long lists
+            longest, n_long = longest_list(offsets), long_lists(offsets)
             offsets = self.int64(offsets)
             content = self.asarray(content)
             n = offsets.shape[0] - 1
@@ -338,7 +341,8 @@ class GPUBackend(Backend):
             c_off, c_n, c_content, c_shift, c_ntiles = offsets.data.ptr, n, base, shift, ntiles
             c_ident = _identity_bits(identity, dtype, op) if has_identity else 0
             c_out = out.data.ptr
-            per_list_role = choose_per_list(n, content.shape[0], content.nbytes, longest)
+            per_list_role = choose_per_list(n, content.shape[0], content.nbytes, longest,
+                                            n_long)
             # with_empty: also the option mask of mask_identity (True where a list is
             # empty), written by the per-list kernels in the same pass
             empty, c_empty = None, 0

@@ -22,7 +22,9 @@ that does it: ``naive`` (each thread reads its own list from global memory) or `
 the row's ``tiled_from_bytes`` keeps it to content that does not fit in L2). Where the
 input's longest list is known (a public call's offsets check reads it back,
 ``validate.longest_list``), a long tail (``tail``) sends every mean length to the long-list
-kernel, and without one the tiled kernel has its own thresholds (``tiled_lists``).
+kernel, and without one the tiled kernel has its own thresholds (``tiled_lists``). The check
+also counts the long lists (``validate.long_lists``): a few of them, holding a small share
+of the content (``tail``'s third number), are no long tail.
 
 Longer lists: the row's ``long_list_kernels`` names, per op, what reduces them: ``flat``
 (the strategy's own flattened passes) or ``hybrid`` (a kernel of the naive unit: each wave
@@ -67,6 +69,7 @@ from typing import NamedTuple
 import numpy as np
 
 from gpuexec.kernels.backend import ALL_DTYPES, NUMBER_DTYPES
+from gpuexec.kernels.validate import LONG_LIST
 
 SRC_DIR = os.path.join(os.path.dirname(__file__), "src")
 REDUCE_SOURCE = "reduce.cu"
@@ -166,6 +169,18 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 
+# Long lists (counted by the offsets check) that, times the longest, hold at most this
+# share of the elements are few, and the mean's kernel runs: (one thread per list from
+# global memory, the tiled kernel). 100M elements in Poisson(3) lists with lists of
+# 100..2000 among them, as % of copy, the mean's kernel / the hybrid one (H200,
+# gpu_reduce_sweep_few_s19_h200.json): 31 of them (share 0.06 %) 66-80 / 57-68 on all
+# eight cells; 332 (0.7 %) 62-79 / 57-68 on seven, int64 sum 66.2 / 66.8; 1032 (2.1 %) the
+# tiled kernel 69-77 / 66-68, one thread per list 60-64 / 57-67 (int64 sum 63.9 / 66.9);
+# 3291 (6.6 %) tiled 65-76 / 66-68, one thread per list 54-61 / 57-67; 24585 (49 %) the
+# hybrid kernel wins every cell by 13-30 points
+FEW_LONG = (1 / 64, 1 / 8)
+
+
 @dataclass(frozen=True)
 class ArchRow:
     pattern: str                 # regular expression on the architecture name
@@ -192,9 +207,12 @@ class ArchRow:
     # Where the input's longest list is known (the offsets' check read it back) and is at
     # most max(factor x the mean, floor) (``tail``), op or "op:dtype" -> the short-list
     # threshold of the tiled kernel (missing: ``short_lists``); a longer longest list
-    # sends every mean length to the long-list kernel (no list per thread, no staging)
+    # sends every mean length to the long-list kernel (no list per thread, no staging),
+    # unless the long lists counted, times the longest, are at most ``few`` x the
+    # elements: (factor, floor, few, few for the tiled kernel), the bound being the
+    # offsets check's ``LONG_LIST``
     tiled_lists: dict = field(default_factory=dict)
-    tail: tuple = (4.0, 64)
+    tail: tuple = (*LONG_LIST, *FEW_LONG)
 
 
 @dataclass(frozen=True)
@@ -225,7 +243,9 @@ class PerListRule(NamedTuple):
     the strategy's flattened passes), or its "staged" kernel on mean lengths in
     [``staged_from``, ``staged_below``). Where the longest list is known: up to
     max(``tail_factor`` x the mean, ``tail_floor``), the tiled kernel's threshold is
-    ``bounded``; above, the ``long`` kernel runs whatever the mean."""
+    ``bounded``; above, the ``long`` kernel runs whatever the mean, unless the long lists
+    are counted and they times the longest are at most ``tail_few`` x the elements
+    (``tail_few_tiled`` where the tiled kernel would run)."""
 
     below: float
     short: str
@@ -236,6 +256,8 @@ class PerListRule(NamedTuple):
     bounded: float
     tail_factor: float
     tail_floor: float
+    tail_few: float = 0.0
+    tail_few_tiled: float = 0.0
 
 
 # the per-list kernels of the naive unit (role names in its compile unit)
@@ -430,7 +452,9 @@ class Plan:
     tiled_from_bytes: int = 0  # the tiled per-list kernel on smaller content: naive
     staged_lists: dict = field(default_factory=dict)  # op[:dtype] -> (from, below) mean
     tiled_lists: dict = field(default_factory=dict)  # op[:dtype] -> threshold, bounded tails
-    tail: tuple = (4.0, 64)  # a longest list up to max(factor x mean, floor): no long tail
+    # a longest list up to max(factor x mean, floor), or long lists x longest at most few
+    # x the elements: no long tail (factor, floor, few, few for the tiled kernel)
+    tail: tuple = (*LONG_LIST, *FEW_LONG)
 
     def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy runs ``family``'s per-list kernels on these lists
@@ -472,32 +496,38 @@ class Plan:
         return PerListRule(below=below, short=short, long=None if long == "flat" else long,
                            short_from=self.tiled_from_bytes if short == "tiled" else 0,
                            staged_from=staged[0], staged_below=staged[1], bounded=bounded,
-                           tail_factor=self.tail[0], tail_floor=self.tail[1])
+                           tail_factor=self.tail[0], tail_floor=self.tail[1],
+                           tail_few=self.tail[2], tail_few_tiled=self.tail[3])
 
     def per_list_chooser(self, op: str, dtype: str | None = None):
-        """``choose(n_lists, n_elements, content_bytes, longest=None)``: the naive unit's
+        """``choose(n_lists, n_elements, content_bytes, longest=None, n_long=None)``: the
+        naive unit's
         kernel that reduces these lists in place of the strategy's flattened passes (the
         short-list kernel below the threshold, naive below ``short_from`` bytes where that
         is tiled, the long-list kernel above it unless that is ``flat``; ``longest``, the
         longest list where known, moves the tiled kernel's threshold or, for a long tail,
-        sends every input to the long-list kernel; ``PerListRule``), or None for the
+        sends every input to the long-list kernel; ``n_long``, the long lists where
+        counted, can say that a tail is few; ``PerListRule``), or None for the
         flattened passes. The rule is looked up once (a reducer takes it at creation, so
         that a call only compares sizes: the call floor)."""
         if not self.strategy.flatten:
-            return lambda n_lists, n_elements, content_bytes, longest=None: None
+            return lambda n_lists, n_elements, content_bytes, longest=None, n_long=None: None
         rule = self.per_list_rule(op, dtype)
         below, short, long, short_from = rule.below, rule.short, rule.long, rule.short_from
         staged_from, staged_below, bounded = rule.staged_from, rule.staged_below, rule.bounded
         factor, floor = rule.tail_factor, rule.tail_floor
+        few, few_tiled = rule.tail_few, rule.tail_few_tiled  # by the kernel that would run
 
-        def choose(n_lists, n_elements, content_bytes, longest=None):
+        def choose(n_lists, n_elements, content_bytes, longest=None, n_long=None):
             if n_lists <= 0:
                 return None
+            tiled = content_bytes >= short_from
             if longest is None:  # the mean alone
                 if n_elements < below * n_lists:
-                    return short if content_bytes >= short_from else "naive"
-            elif longest * n_lists <= max(factor * n_elements, floor * n_lists):
-                tiled = content_bytes >= short_from
+                    return short if tiled else "naive"
+            elif (longest * n_lists <= max(factor * n_elements, floor * n_lists)
+                  or (n_long is not None and n_long * longest <= n_elements * (
+                      few_tiled if tiled and short == "tiled" else few))):
                 if n_elements < (bounded if tiled else below) * n_lists:
                     return short if tiled else "naive"
             else:  # a long tail: one thread (or lane, staged) per list would wait on it
@@ -508,11 +538,13 @@ class Plan:
         return choose
 
     def per_list_role(self, op: str, n_lists: int, n_elements: int,
-                      dtype: str | None = None, longest: int | None = None) -> str | None:
+                      dtype: str | None = None, longest: int | None = None,
+                      n_long: int | None = None) -> str | None:
         """``per_list_chooser``'s answer for these lists (without a dtype: no size bound;
-        ``longest``: the longest list, where known)."""
+        ``longest``: the longest list, ``n_long`` the long lists, where known)."""
         content_bytes = n_elements * np.dtype(dtype).itemsize if dtype is not None else math.inf
-        return self.per_list_chooser(op, dtype)(n_lists, n_elements, content_bytes, longest)
+        return self.per_list_chooser(op, dtype)(n_lists, n_elements, content_bytes, longest,
+                                                n_long)
 
     def uses_per_list_unit(self, op: str) -> bool:
         """Whether some input of ``op`` may run a kernel of the naive unit."""
@@ -540,13 +572,14 @@ class Plan:
 def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None,
          short_lists: float | dict | None = None, per_list_kernel: str | None = None,
          long_list_kernel: str | None = None, family_per_list: dict | None = None,
-         staged_lists: dict | tuple | None = None) -> Plan:
+         staged_lists: dict | tuple | None = None, few_long: float | None = None) -> Plan:
     """The strategy and launch configuration for ``arch`` after overrides (argument, then
     environment, then the table). A ``short_lists`` override (one threshold, or a table
     like the row's) holds for both short-list kernels; one of 0 (always flattened) also
     clears the families' per-list windows; ``family_per_list`` replaces them;
     ``staged_lists`` (a ``(from, below)`` band, a table of them, or ``()``: never) replaces
-    the row's bands of the staged kernel."""
+    the row's bands of the staged kernel; ``few_long`` the share of the elements up to
+    which counted long lists are no long tail (0: any long list is)."""
     row = arch_row(arch)
     if short_lists is None and os.environ.get("GPUEXEC_GPU_SHORT_LISTS"):
         short_lists = float(os.environ["GPUEXEC_GPU_SHORT_LISTS"])
@@ -590,7 +623,8 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
     chosen = per_list_kernel or os.environ.get("GPUEXEC_GPU_PER_LIST_KERNEL")
     tiled = dict(row.tiled_lists) if short_lists is None else {}  # an override holds for all
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
-                longs, windows, 0 if chosen else row.tiled_from_bytes, staged, tiled, row.tail)
+                longs, windows, 0 if chosen else row.tiled_from_bytes, staged, tiled,
+                row.tail if few_long is None else (*row.tail[:2], float(few_long), float(few_long)))
 
 
 def _per_op(table: dict, op: str, default, dtype: str | None = None):
