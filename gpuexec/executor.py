@@ -523,9 +523,10 @@ _watching: set = set()  # run tokens of this process's runs in progress (other c
 @dataclass(frozen=True)
 class _StillRunning:
     """A task cancelled while it ran (the copy that lost): Dask cannot stop it, so its
-    worker stays busy until it ends, and the next call on that cluster routes around the
-    worker until the task's end event arrives (``_store_runs``). Without it, the next
-    call's tasks queued behind the cancelled one (docs/executor.md)."""
+    worker stays busy until it ends, and the next call on that cluster counts the worker
+    busy (``_Loop._route_around_busy``) until the task's end event arrives
+    (``_store_runs``). Without it, the next call's tasks queued behind the cancelled one
+    (docs/executor.md)."""
 
     scheduler: str  # the cluster's scheduler address
     worker: str  # the worker's address
@@ -755,8 +756,8 @@ class GPUExecutor(ExecutorBase):
             its output is dropped; the next call on the cluster routes around that
             worker until it ends (``report.processing.busy_at_start``).
             ``report.processing.backups`` lists the copies. On the H200 host, with the
-            executors taking turns, ADL Q6 ran 1.04x and 1.06x faster with them, no query
-            measured below 0.99x (docs/executor.md).
+            executors taking turns, ADL Q6 ran 1.04-1.07x faster with them in three calls,
+            Q8 0.99-1.02x, no query below 0.99x (docs/executor.md).
         memory_limit: per embedded worker ("auto": a share of the machine's memory).
         dashboard_address: of the embedded cluster (localhost; a busy port is replaced
             by a free one).
@@ -1652,7 +1653,8 @@ class _Loop:
     def _route_around_busy(self) -> None:
         """Workers that an earlier call's cancelled copies still occupy (on this cluster):
         the policy counts one slot of their pool busy until each copy's predicted end,
-        and ``_submit`` sends tasks to the pool's other workers while it runs."""
+        and ``_submit`` binds tasks to the pool's other workers while a copy is predicted
+        to run longer than they take (``_around_busy``)."""
         address = self.client.scheduler.address
         now = time.monotonic()
         mine = {}
@@ -1677,7 +1679,8 @@ class _Loop:
                 self.held[key] = (entry.pool, slot)
         if self.busy_at_start:
             logger.info("gpuexec: %d worker(s) still run copies that an earlier call "
-                        "cancelled; tasks go to other workers until they end: %s",
+                        "cancelled; tasks keep off them while they are predicted to run "
+                        "longer than a task: %s",
                         len(self.busy_at_start), ", ".join(sorted(self.busy_at_start)))
 
     def _update_held(self) -> None:

@@ -502,16 +502,28 @@ def test_a_slot_occupied_from_outside_the_run_takes_chunks_only_when_free():
 
     # a chunk whose pool's earliest slot is held waits while another pool has work in
     # flight (whose completion places it anew); with nothing in flight elsewhere it binds
-    policy = Placement(cpu_gpu(), crossover=1e12, clock=lambda: 0.0)
-    policy.occupied("cpu", 3.0)
-    policy.occupied("cpu", 3.0)
+    # (here the GPU pool takes 10 s a chunk: it cannot finish first)
+    def held_cpu_slow_gpu():
+        policy = Placement([Pool("cpu", "cpu", 2, CostModel(0.0, 1e5)),
+                            Pool("gpu", "gpu", 1, CostModel(10.0, 1e6))],
+                           crossover=1e12, clock=lambda: 0.0)
+        policy.occupied("cpu", 3.0)
+        policy.occupied("cpu", 3.0)
+        return policy
+
+    policy = held_cpu_slow_gpu()
     assert policy.assign(chunk(0, 50_000), now=0.0, may_wait=True) == "cpu"  # nothing else
-    policy = Placement(cpu_gpu(), crossover=1e12, clock=lambda: 0.0)
-    policy.occupied("cpu", 3.0)
-    policy.occupied("cpu", 3.0)
+    policy = held_cpu_slow_gpu()
     policy._slots["gpu"][0].add(99, 1.0, 0.0)  # work in flight on the GPU pool
     assert policy.assign(chunk(0, 50_000), now=0.0, may_wait=True) is None
     assert policy.assign(chunk(0, 50_000), now=0.0) == "cpu"  # (may not wait: bound)
+    # the last chunk (no backlog), below the crossover: with the CPU slots held until 3 s,
+    # the slower GPU pool, idle, finishes it first (0.06 s against 3.5 s)
+    policy = Placement(cpu_gpu(), crossover=1e12, clock=lambda: 0.0)
+    policy.occupied("cpu", 3.0)
+    policy.occupied("cpu", 3.0)
+    assert policy.choose(chunk(0, 50_000), now=0.0) == (
+        "gpu", "below crossover, the faster pool's slots held")
 
     def measured_gpu_only(occupied):
         policy = Placement([Pool("cpu", "cpu", 1, CostModel(0.0, 1e5)),

@@ -623,6 +623,12 @@ class Placement:
                 best = min(idle, key=lambda n: plan[n][0])
                 return best, (why or "above crossover") + ", idle slot finishing before the predicted end"
         best = min(candidates, key=lambda n: plan[n][0])
+        if helpers and self._slots[best][plan[best][3]].held(now):
+            # its earliest slot is held by a cancelled task that runs on: a slower pool
+            # that finishes the chunk earlier takes it (the last chunks have no backlog)
+            helper = min(helpers, key=lambda n: plan[n][0])
+            if plan[helper][0] < plan[best][0]:
+                return helper, (why or "above crossover") + ", the faster pool's slots held"
         if why is not None:
             return best, why
         if self.pools[best].kind == GPU:
