@@ -26,7 +26,7 @@ import gpuexec
 from gpuexec.executor import (ChunkError, GPUExecutor, _gather_each, _merge, _Partial,
                               _unwrap_runner_retries)
 from gpuexec.scheduler import keys
-from gpuexec.scheduler.cluster import ClusterSpec, WorkerPool, shared_client
+from gpuexec.scheduler.cluster import ClusterSpec, WorkerPool, close_shared, shared_client
 from gpuexec.scheduler.report import EntriesMismatch, check_entries
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
@@ -90,8 +90,10 @@ EMBEDDED = dict(cpu_workers=2, threads_per_worker=1, dashboard_address="127.0.0.
 
 @pytest.fixture(scope="module")
 def executor():
-    """The embedded cluster (2 CPU workers), stdout of its start kept for a test."""
+    """The embedded cluster (2 CPU workers), stdout of its start kept for a test (started
+    afresh: another module may have left one of the same settings running)."""
     ex = GPUExecutor(**EMBEDDED)
+    close_shared(ex.cluster_spec())
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         client = shared_client(ex.cluster_spec())
@@ -200,7 +202,6 @@ def test_embedded_workers_start_without_dasks_malloc_trim_threshold(monkeypatch)
     """Dask's nanny gives workers MALLOC_TRIM_THRESHOLD_=65536, which made an ADL chunk
     1.5x slower (cluster.NANNY_SETTINGS); gpuexec's workers start without it, and keep a
     value the user set."""
-    from gpuexec.scheduler.cluster import close_shared
 
     def trim():
         return os.environ.get("MALLOC_TRIM_THRESHOLD_")
