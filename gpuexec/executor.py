@@ -543,9 +543,18 @@ UNPLACED_TASK_SECONDS = 0.1
 STILL_RUNNING_FORGOTTEN = 600.0
 
 
-def _still_running_on(client) -> bool:
-    address = client.scheduler.address
-    return any(e.scheduler == address for e in list(_still_running.values()))
+def _still_running_at(address: str) -> dict:
+    """The records of cancelled copies still running on the cluster of scheduler
+    ``address`` (task key -> _StillRunning); records older than
+    ``STILL_RUNNING_FORGOTTEN`` are dropped on the way (their cluster closed)."""
+    now = time.monotonic()
+    mine = {}
+    for key, entry in list(_still_running.items()):
+        if now - entry.started > STILL_RUNNING_FORGOTTEN:
+            _still_running.pop(key, None)
+        elif entry.scheduler == address:
+            mine[key] = entry
+    return mine
 
 
 def _report_runs(runs: list | None) -> None:
@@ -1037,7 +1046,7 @@ class GPUExecutor(ExecutorBase):
             pools = {name: pools[name]}
             # where an earlier call's cancelled copy still occupies a worker, any other
             # worker may take them (they would otherwise wait behind it on a lone CPU worker)
-            restrict = restrict and not _still_running_on(client)
+            restrict = restrict and not _still_running_at(client.scheduler.address)
         policy = self._placement(client, pools) if chunks and len(pools) > 1 else None
 
         # The task callable travels inside the graph: pickled once per message, so once
@@ -1655,17 +1664,11 @@ class _Loop:
         the policy counts one slot of their pool busy until each copy's predicted end,
         and ``_submit`` binds tasks to the pool's other workers while a copy is predicted
         to run longer than they take (``_around_busy``)."""
-        address = self.client.scheduler.address
-        now = time.monotonic()
-        mine = {}
-        for key, entry in list(_still_running.items()):
-            if now - entry.started > STILL_RUNNING_FORGOTTEN:  # (a cluster closed since)
-                _still_running.pop(key, None)
-            elif entry.scheduler == address:
-                mine[key] = entry
+        mine = _still_running_at(self.client.scheduler.address)
         if not mine:
             return
         self.live = _workers(self.client)
+        now = time.monotonic()
         for key, entry in mine.items():
             if entry.worker not in self.live:  # the worker is gone (and its task with it)
                 _still_running.pop(key, None)
@@ -1706,18 +1709,20 @@ class _Loop:
         after the copy ends; binding whatever the prediction, one H200 run of ADL Q6 that
         found 2 of 4 CPU workers so busy took 1.37 s instead of 0.9), or all are (nowhere
         else to go)."""
+        running = [e for k, e in self.avoid.items() if k in _still_running]
+        if not running:  # (every submission passes here: nothing to do in most calls)
+            return None
         now = time.monotonic()
         seconds = UNPLACED_TASK_SECONDS
         if self.policy is not None and pool in self.policy.pools:
             seconds = max(self.policy.predict(pool, sum(_expected_units(self.items[i])
                                                         for i in group)) for group in groups)
-        busy = {e.worker for k, e in self.avoid.items() if k in _still_running
-                and straggler_end(e.started, e.seconds, now) - now > seconds}
+        busy = {e.worker for e in running
+                if straggler_end(e.started, e.seconds, now) - now > seconds}
         if not busy:
             return None
         need = self.pools[pool].task_resources_dict() if self.restrict else {}
-        mine = [a for a, w in self.live.items()
-                if all(w.get("resources", {}).get(r, 0) >= n for r, n in need.items())]
+        mine = [a for a, w in self.live.items() if _holds(w, need)]
         free = [a for a in mine if a not in busy]
         return free if free and len(free) < len(mine) else None
 
@@ -1850,10 +1855,14 @@ def _workers(client) -> dict:
     return info.get("workers", {})
 
 
+def _holds(worker: dict, need: dict) -> bool:
+    """Whether ``worker`` (scheduler worker info) declares the resources ``need``."""
+    return all(worker.get("resources", {}).get(r, 0) >= n for r, n in need.items())
+
+
 def _any_worker_holds(workers: dict, need: dict) -> bool:
     """Whether one of ``workers`` (scheduler worker info) declares the resources ``need``."""
-    return any(all(w.get("resources", {}).get(r, 0) >= n for r, n in need.items())
-               for w in workers.values())
+    return any(_holds(w, need) for w in workers.values())
 
 
 def _check_resources(client, pools: dict) -> None:
