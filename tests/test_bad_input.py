@@ -227,26 +227,22 @@ def test_validate_offsets_shape_and_dtype():
         validate.offsets(np.zeros(2), 3)
 
 
-def test_the_offsets_check_remembers_the_longest_list(monkeypatch):
-    """The check of a device offsets buffer reads its longest list and how many lists are
-    long back with its flag (one host read) and remembers them for that very buffer; a failed check remembers nothing;
-    host buffers skip the two passes (nothing reads it there). The device branch runs here
-    on numpy arrays: its code is nplike-generic."""
+def test_the_offsets_check_remembers_its_summary():
+    """The check reads, in its one pass (the backend's ``offsets_summary``), the longest
+    list, how many lists are long and both ends, returns the ends and remembers all of them
+    for that very buffer; a failed check, or one without a content length, remembers
+    nothing."""
     from gpuexec.kernels import validate
 
-    host = np.array([0, 2, 2, 9, 10], dtype=np.int64)
-    validate.offsets(host, 10)
-    assert validate.longest_list(host) is None  # checked, no longest read on the host
-    monkeypatch.setattr(validate, "_reads_longest", lambda xp: True)
     offsets = np.array([0, 2, 2, 9, 10], dtype=np.int64)
-    assert validate.longest_list(offsets) is None
-    validate.offsets(offsets, 10)
-    assert validate.longest_list(offsets) == 7
+    assert validate.longest_list(offsets) is None and validate.ends(offsets) is None
+    assert validate.offsets(offsets, 10) == (0, 10)
+    assert validate.longest_list(offsets) == 7 and validate.ends(offsets) == (0, 10)
     # long: above max(4 x the mean of 2.5, 64) elements; none here
-    assert validate.long_lists(offsets) == 0 and validate.long_lists(host) is None
+    assert validate.long_lists(offsets) == 0
     counts = np.array([3] * 400 + [70, 80, 65, 2000])  # mean 8.3: 4 above 64
-    tail = np.concatenate([[0], np.cumsum(counts)])
-    validate.offsets(tail, int(tail[-1]))
+    tail = np.concatenate([[0], np.cumsum(counts)]) + 5
+    assert validate.offsets(tail, int(tail[-1])) == (5, int(tail[-1]))
     assert validate.longest_list(tail) == 2000 and validate.long_lists(tail) == 4
     assert validate.long_lists(tail.copy()) is None
     assert validate.longest_list(offsets.copy()) is None
@@ -254,6 +250,46 @@ def test_the_offsets_check_remembers_the_longest_list(monkeypatch):
     with pytest.raises(validate.InvalidLayout):
         validate.offsets(bad, 5)
     assert validate.longest_list(bad) is None
+    unknown = np.array([0, 5, 7], dtype=np.int64)
+    assert validate.offsets(unknown, None) == (0, 7)  # only the order can be checked
+    assert validate.ends(unknown) is None
     empty = np.zeros(1, dtype=np.int64)
     validate.offsets(empty, 0)
     assert validate.longest_list(empty) == 0 and validate.long_lists(empty) == 0
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "int64"])
+def test_the_offsets_summary_counts_as_numpy_does(dtype):
+    """The CPU engine's ``offsets_summary`` (the GPU's is compared with it in
+    tests/gpu/test_gpu_families.py) against numpy, serial and parallel, and the same
+    errors for offsets of any integer type."""
+    from gpuexec.kernels.cpu import threads
+
+    kernel = gk.get_backend("cpu").kernel("offsets_summary")
+    rng = np.random.default_rng(7)
+    counts = np.where(rng.random(300_000) < 0.001, rng.integers(50, 3000, 300_000),
+                      rng.poisson(3, 300_000))
+    offsets = np.concatenate([[0], np.cumsum(counts)]) + 11
+    lengths = np.diff(offsets)
+    bound = max((offsets[-1] - offsets[0]) * (4.0 / lengths.size), 64)
+    want = (0, int(lengths.max()), int((lengths > bound).sum()), 11, int(offsets[-1]))
+    assert want[2] > 100
+    assert kernel(offsets, 4.0, 64) == want
+    kept = offsets[1000]
+    offsets[1000] = offsets[999] - 1  # one decreasing step
+    assert kernel(offsets, 4.0, 64)[0] == int((np.diff(offsets) < 0).sum()) == 1
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(threads, "PARALLEL_THRESHOLD", 0)
+        assert kernel(offsets, 4.0, 64)[0] == 1
+        offsets[1000] = kept
+        assert kernel(offsets, 4.0, 64) == want
+    good = np.array([0, 3, 3, 7, 9], dtype=dtype)
+    bad_cases = [(np.array([0, 3, 2, 9], dtype=dtype), 9,
+                  "not monotonically increasing at position 1 \\(offsets\\[1\\]=3"),
+                 (good, 8, "offsets\\[4\\]=9 exceeds the length of the content")]
+    if dtype != "uint32":
+        bad_cases.append((np.array([-1, 3, 9], dtype=dtype), 9, "is negative"))
+    for bad, length, message in bad_cases:
+        with pytest.raises(validate.InvalidLayout, match=message):
+            validate.offsets(bad, length)
+    assert validate.offsets(good, 9) == (0, 9)

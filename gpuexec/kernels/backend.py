@@ -31,6 +31,10 @@ array of length n+1 indexing into ``content`` (it may start above 0: sliced arra
   compact_offsets(starts, stops) -> int64[n+1]             0, running sum of lengths
   rebase_offsets(offsets) -> (int64[n+1], n_bad)           offsets - offsets[0]; n_bad =
                                                            number of decreasing steps
+  offsets_summary(offsets, long_factor, long_floor) -> (n_down, longest, n_long, first,
+                                      last) host ints from one pass: decreasing steps,
+                                      longest list, lists longer than max(factor x mean,
+                                      floor), offsets[0], offsets[n] (validate.offsets)
   list_carry_index(starts, offsets) -> int64[offsets[n]-offsets[0]]
                                       positions that gather the lists into one run
   local_to_global(starts, stops, index_offsets, index) -> (int64[m], n_bad)

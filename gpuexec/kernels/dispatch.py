@@ -124,6 +124,12 @@ def _backend_for(name: str) -> Backend:
     return backend
 
 
+def backend_of_buffer(buffer) -> Backend:
+    """The engine Backend that holds a flat buffer: the CPU one for numpy arrays, the GPU
+    one awkward's "cuda" arrays go to for device (CuPy) arrays."""
+    return _backend_for("cuda" if type(buffer).__module__.startswith("cupy") else "cpu")
+
+
 def backend_of_arrays(arrays) -> tuple[Backend, bool]:
     """(the Backend that runs a call on ``arrays`` when neither ``backend=`` nor
     ``gk.using`` names one, whether every array already lives on that Backend's awkward

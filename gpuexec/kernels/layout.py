@@ -300,7 +300,8 @@ def runs(starts, stops, offsets, content: Content, backend):
     if n == 0:
         return nplike.zeros(1, dtype=np.int64), content[0:0]
     if offsets is not None:
-        first, last = int(offsets[0]), int(offsets[-1])
+        # checked offsets: their ends were read with the check
+        first, last = validate.ends(offsets) or (int(offsets[0]), int(offsets[-1]))
         if first == 0:
             return offsets, content[:last]
         return backend.kernel("rebase_offsets")(offsets)[0], content[first:last]
@@ -391,19 +392,10 @@ def packed(node: Content, backend, index=None) -> Content:
     if isinstance(node, C.EmptyArray):
         return node
     if isinstance(node, C.ListOffsetArray) and index is None:
-        # the common case (a sliced array): one pass rebases the offsets and checks
-        # their order
+        # the common case (a sliced array): the check reads both ends with its answer
         offsets = index64(backend, node.offsets)
-        length = node.content.length
-        validate.offsets(offsets, length, check_order=False)
-        first, last = int(offsets[0]), int(offsets[-1])
-        if first == 0:
-            validate.offsets(offsets, length)
-            new_offsets = offsets
-        else:
-            new_offsets, n_bad = backend.kernel("rebase_offsets")(offsets)
-            if n_bad:
-                validate.offsets(offsets, length)
+        first, last = validate.offsets(offsets, node.content.length)
+        new_offsets = offsets if first == 0 else backend.kernel("rebase_offsets")(offsets)[0]
         return C.ListOffsetArray(ak.index.Index64(new_offsets),
                                  packed(node.content[first:last], backend), parameters=params)
     if isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray)):

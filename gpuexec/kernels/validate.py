@@ -2,8 +2,9 @@
 same errors for the same bad input (kernels validate nothing).
 
 Each check is a few vectorized O(n) passes (min/max/compare) that work on any nplike
-(numpy, cupy): they only use array methods. The position of the first offence is
-looked up only once a check has failed. Every error is a ``ValueError`` naming the
+(numpy, cupy): they only use array methods; offsets, checked most often, are read once
+by a kernel of the engine that holds them (``offsets_summary``). The position of the
+first offence is looked up only once a check has failed. Every error is a ``ValueError`` naming the
 argument; those whose awkward counterpart raises ``IndexError``/``TypeError`` also
 derive from that class, so code written against awkward keeps catching them.
 """
@@ -48,9 +49,9 @@ def _val(a, i) -> int:
 # Layouts are immutable (awkward's contract), so an offsets buffer that passed its check
 # against a content length passes it again: remembered per buffer object, through a
 # weak reference, so that repeated calls on one array (a processor touches a column many
-# times) skip the O(n) passes and, on a GPU, the host sync of reading their flag. The
-# longest list and the number of long lists, read back with the flag, are remembered
-# with it (``longest_list``, ``long_lists``).
+# times) skip the pass and, on a GPU, the host read of its answer. The longest list, the
+# number of long lists and the two ends, read back with the answer, are remembered with
+# it (``longest_list``, ``long_lists``, ``ends``).
 _passed: dict = {}
 
 # A list is long when it is longer than max(factor x the mean, floor): the bound of the
@@ -58,101 +59,87 @@ _passed: dict = {}
 LONG_LIST = (4.0, 64)
 
 
-def _remember(array, content_length, longest, n_long) -> None:
+def _remember(array, content_length, summary) -> None:
     key = id(array)
     try:
         ref = weakref.ref(array, lambda _, key=key: _passed.pop(key, None))
     except TypeError:  # an array type without weak references: never remembered
         return
-    _passed[key] = (ref, content_length, longest, n_long)
+    _passed[key] = (ref, content_length, summary)
 
 
 def _entry(array):
-    """(weak reference, content length, longest list, long lists) of a buffer that
-    passed, or None."""
+    """(weak reference, content length, summary) of a buffer that passed, or None."""
     entry = _passed.get(id(array))
     return entry if entry is not None and entry[0]() is array else None
 
 
 def longest_list(offsets):
     """The length of the longest list of an ``offsets`` buffer that passed ``offsets``
-    (this very object; device buffers only), else None: the GPU engine picks its kernels
-    by it (a mean list length alone cannot tell a few very long lists from none)."""
+    (this very object), else None: the GPU engine picks its kernels by it (a mean list
+    length alone cannot tell a few very long lists from none)."""
     entry = _entry(offsets)
-    return None if entry is None else entry[2]
+    return None if entry is None else entry[2].longest
 
 
 def long_lists(offsets):
     """How many lists of such a buffer are long (``LONG_LIST``), else None: a handful
     of long lists among short ones need not change the kernel, many do."""
     entry = _entry(offsets)
-    return None if entry is None else entry[3]
+    return None if entry is None else entry[2].n_long
 
 
-def _already_passed(array, content_length) -> bool:
-    entry = _entry(array)
-    return entry is not None and entry[1] == content_length
+def ends(offsets):
+    """(offsets[0], offsets[n]) of such a buffer, else None: read with the check, so
+    that slicing the content by them costs no further host read on a GPU."""
+    entry = _entry(offsets)
+    return None if entry is None else (entry[2].first, entry[2].last)
+
+
+class _Summary(tuple):
+    """The backend's ``offsets_summary``: (n_down, longest, n_long, first, last)."""
+
+    n_down = property(lambda self: self[0])
+    longest = property(lambda self: self[1])
+    n_long = property(lambda self: self[2])
+    first = property(lambda self: self[3])
+    last = property(lambda self: self[4])
 
 
 # -- layouts ---------------------------------------------------------------------------
-def offsets(offsets, content_length, name="offsets", check_order=True) -> None:
-    """``offsets`` (int64[n+1]) start at >= 0, never decrease and end within the content.
-    ``check_order=False`` leaves the order to a kernel that reads the offsets anyway
-    and counts decreasing steps (``rebase_offsets``); the caller then calls this again
-    with the order check to raise the error. A buffer that passed the full check for
-    this content length is not checked again."""
-    if _already_passed(offsets, content_length):
-        return
+def offsets(offsets, content_length, name="offsets") -> tuple[int, int]:
+    """``offsets`` (integers[n+1]) start at >= 0, never decrease and end within the
+    content; returns (offsets[0], offsets[n]). One pass by the engine that holds the
+    buffer (the backend's ``offsets_summary``: on a GPU one launch and one host read)
+    also counts the longest and the long lists. A buffer that passed for this content
+    length is not checked again."""
+    entry = _entry(offsets)
+    if entry is not None and entry[1] == content_length:
+        return entry[2].first, entry[2].last
     if offsets.ndim != 1 or offsets.shape[0] < 1:
         raise InvalidLayout(f"{name} must be a 1-d array with at least one entry, "
                             f"got shape {tuple(offsets.shape)}")
     if offsets.dtype.kind not in "iu":
         raise InvalidDtype(f"{name} must be integers, got {offsets.dtype}")
+    as_int64 = offsets if offsets.dtype == np.int64 else offsets.astype(np.int64)
+    summary = _Summary(_engine_of(offsets).kernel("offsets_summary")(as_int64, *LONG_LIST))
+    beyond = _known(content_length) and summary.last > content_length
+    if not (summary.n_down or summary.first < 0 or beyond):
+        if _known(content_length):
+            _remember(offsets, int(content_length), summary)
+        return summary.first, summary.last
     n = offsets.shape[0] - 1
-    # One combined flag read back once: on a GPU each read is a host sync, and the longest
-    # list and the long lists ride along with it (on the host they would be passes nobody
-    # reads). (One CuPy ReductionKernel for all three took 54 ms on 33M lists of an H200,
-    # against 0.76 ms for these CUB-backed passes: it reduces to one value in one block.)
-    xp = _namespace(offsets)
-    checks = [offsets[0] < 0]
-    if _known(content_length):
-        checks.append(offsets[n] > content_length)
-    longest = n_long = 0 if n == 0 else None
-    if n > 0 and check_order:
-        checks.append((offsets[1:] < offsets[:-1]).any())
-    if n > 0 and check_order and _reads_longest(xp):
-        lengths = offsets[1:] - offsets[:-1]  # (wrapped where unsigned and decreasing: then
-        #                                        the flag raises and nothing is kept)
-        factor, floor = LONG_LIST
-        bound = xp.maximum((offsets[n] - offsets[0]) * (factor / n), floor)
-        bad, longest, n_long = (int(v) for v in xp.stack(
-            [xp.stack(checks).any().astype(np.int64), lengths.max().astype(np.int64),
-             (lengths > bound).sum().astype(np.int64)]).tolist())
-    else:
-        bad = bool(xp.stack(checks).any())
-    if not bad:
-        if check_order and _known(content_length):
-            _remember(offsets, int(content_length), longest, n_long)
-        return
-    if n > 0 and check_order:
-        down = offsets[1:] < offsets[:-1]
-        if bool(down.any()):
-            i = _first(down)
-            raise InvalidLayout(
-                f"{name} are not monotonically increasing at position {i} "
-                f"({name}[{i}]={_val(offsets, i)} > {name}[{i + 1}]={_val(offsets, i + 1)})")
-    first, last = _val(offsets, 0), _val(offsets, n)
-    if first < 0:
-        raise InvalidLayout(f"{name} out of range: {name}[0]={first} is negative")
+    if summary.n_down:
+        down = as_int64[1:] < as_int64[:-1]
+        i = _first(down)
+        raise InvalidLayout(
+            f"{name} are not monotonically increasing at position {i} "
+            f"({name}[{i}]={_val(offsets, i)} > {name}[{i + 1}]={_val(offsets, i + 1)})")
+    if summary.first < 0:
+        raise InvalidLayout(f"{name} out of range: {name}[0]={summary.first} is negative")
     raise InvalidLayout(
-        f"{name} out of range: {name}[{n}]={last} exceeds the length of the content "
-        f"({content_length})")
-
-
-def _reads_longest(xp) -> bool:
-    """Whether the offsets check also reads the longest list back (device arrays: the GPU
-    engine picks its kernels by it)."""
-    return xp is not np
+        f"{name} out of range: {name}[{n}]={summary.last} exceeds the length of the "
+        f"content ({content_length})")
 
 
 def _namespace(array):
@@ -162,6 +149,14 @@ def _namespace(array):
 
         return cupy
     return np
+
+
+def _engine_of(array):
+    """The engine backend that holds ``array`` (numpy: the CPU one; a device array: the
+    GPU one awkward's "cuda" arrays go to)."""
+    from gpuexec.kernels import dispatch
+
+    return dispatch.backend_of_buffer(array)
 
 
 def starts_stops(starts, stops, content_length, name="starts/stops") -> None:

@@ -3,11 +3,11 @@ src/structure.cu through launchers.py).
 
 Two levels:
 - buffer level: every contract kernel (carry, compact_offsets, rebase_offsets,
-  list_carry_index, local_to_global, missing_repeat, filter, filter_missing, local_index,
-  argsort, sort, combinations, cartesian) on the device against the CPU backend's kernel,
-  bit for bit, for the split, fused and naive variants: lists crossing many tiles, runs of
-  empty lists, one list of 70 000 (the merge-path sort), offsets starting above 0 and
-  misaligned views;
+  offsets_summary, list_carry_index, local_to_global, missing_repeat, filter,
+  filter_missing, local_index, argsort, sort, combinations, cartesian) on the device
+  against the CPU backend's kernel, bit for bit, for the split, fused and naive variants:
+  lists crossing many tiles, runs of empty lists, one list of 70 000 (the merge-path sort),
+  offsets starting above 0 and misaligned views;
 - public API: take (1-D, jagged and option-type jagged index), filter (jagged, option and
   1-D masks), to_packed, fill_none, where, sort, argsort, local_index, flatten, num, combinations /
   argcombinations (n = 2, 3), cartesian / argcartesian for every dtype and layout of
@@ -268,6 +268,11 @@ def test_kernels_match_cpu_kernels(strategy, kind, backends):
     if len(bad) > 4:
         bad[3] = bad[2] - 1
     both("rebase_offsets", bad)
+    both("offsets_summary", off, 4.0, 64)
+    both("offsets_summary", bad, 4.0, 64)
+    both("offsets_summary", off, 0.5, 1)  # most lists long
+    both("offsets_summary", off[1:], 4.0, 64)  # a misaligned view
+    both("offsets_summary", off[:1], 4.0, 64)  # no lists
     co = cpu.kernel("compact_offsets")(ls, lt)
     both("list_carry_index", ls, co)
     ic = rng.integers(0, 5, n)

@@ -290,12 +290,15 @@ def test_kernel_on_misaligned_views(strategy, dtype, start, gpu_backend_factory)
 # -- strategies really differ --------------------------------------------------------------------
 def test_strategies_launch_different_kernels(gpu_backend_factory):
     x = ak.to_backend(make_case("float64", "listoffset", "long", 5), "cuda")
-    seen = {}
+    seen, checks = {}, 0
     for strategy in ("split", "fused"):
         with gk.counting() as s:
             with gk.using(gpu_backend_factory(strategy)):
                 gk.sum(x, axis=1)
-        seen[strategy] = {k: v for k, v in s["kernels"].items() if k.startswith("gk_")}
+        checks += s["kernels"].get("gk_offsets_summary", 0)
+        seen[strategy] = {k: v for k, v in s["kernels"].items()
+                          if k.startswith("gk_") and k != "gk_offsets_summary"}
+    assert checks == 1  # the API layer's offsets check: one launch for the buffer's first call
     assert seen["split"] == {"gk_partition": 1, "gk_sum_float64_split": 1,
                              "gk_sum_float64_fixup": 1}
     assert seen["fused"] == {"gk_sum_float64_fused": 1}
@@ -348,9 +351,10 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint32"])
 def test_the_offsets_check_on_the_device_reads_longest_and_long_lists(dtype):
-    """The offsets check of a device buffer remembers its longest list and how many lists
-    are long (as numpy computes them), and the same bad offsets raise the same errors on
-    the device as on the host."""
+    """The offsets check of a device buffer (one ``gk_offsets_summary`` launch, one host
+    read) remembers its longest list, how many lists are long (as numpy computes them) and
+    its ends, and the same bad offsets raise the same errors on the device as on the
+    host."""
     import cupy as cp
 
     from gpuexec.kernels import validate
@@ -360,7 +364,8 @@ def test_the_offsets_check_on_the_device_reads_longest_and_long_lists(dtype):
                    np.zeros(10, np.int64), np.array([5])):
         host = np.concatenate([[0], np.cumsum(counts)]).astype(dtype)
         device = cp.asarray(host)
-        validate.offsets(device, int(host[-1]))
+        assert validate.offsets(device, int(host[-1])) == (0, int(host[-1]))
+        assert validate.ends(device) == (0, int(host[-1]))
         want_long = int((np.diff(host.astype(np.int64))
                          > max(4.0 * host[-1] / (host.size - 1), 64)).sum())
         assert validate.longest_list(device) == int(np.diff(host.astype(np.int64)).max())
@@ -405,7 +410,7 @@ def test_the_longest_list_picks_the_kernel_of_a_public_call():
         with gk.counting() as s:
             got = getattr(gk, fname)(x, axis=1, backend=be)
         assert [k for k in s["kernels"] if k.startswith("gk_")] == [
-            f"gk_{fname}_float64_{by_longest}"], s["kernels"]
+            "gk_offsets_summary", f"gk_{fname}_float64_{by_longest}"], s["kernels"]
         want, got = getattr(ak, fname)(host, axis=1), ak.to_backend(got, "cpu")
         if fname == "sum":
             np.testing.assert_allclose(ak.to_numpy(got), ak.to_numpy(want), rtol=1e-12)

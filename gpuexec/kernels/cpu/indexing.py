@@ -16,6 +16,11 @@ for ``carry``, ``()`` for the others:
   rebase_offsets(offsets) -> (int64[n+1], n_bad int64)
       offsets - offsets[0] (packing a sliced ListOffsetArray), and in the same pass
       n_bad = the number of positions where offsets decrease (the caller raises).
+  offsets_summary(offsets, long_factor, long_floor) -> (n_down, longest, n_long, first, last)
+      host ints, in one pass: the steps where offsets decrease, the longest list, the
+      lists longer than max((last - first) * (long_factor / n), long_floor) (compared in
+      float64), offsets[0] and offsets[n]. The API layer's offsets check
+      (``validate.offsets``) asks for it: on a GPU one launch and one host read.
   list_carry_index(starts, offsets) -> int64[offsets[n] - offsets[0]]
       the content positions that gather the lists into one contiguous run:
       out[offsets[i] - offsets[0] + k] = starts[i] + k for k < offsets[i+1] - offsets[i].
@@ -97,6 +102,18 @@ def _rebase_body(offsets, out):
         out[i + 1] = offsets[i + 1] - first
         n_bad += np.int64(offsets[i + 1] < offsets[i])
     return n_bad
+
+
+def _summary_body(offsets, bound):
+    n_down = 0
+    longest = 0
+    n_long = 0
+    for i in numba.prange(offsets.shape[0] - 1):
+        length = offsets[i + 1] - offsets[i]
+        n_down += np.int64(length < 0)
+        longest = max(longest, length)
+        n_long += np.int64(np.float64(length) > bound)
+    return n_down, longest, n_long
 
 
 def _scan_serial_body(a, nthreads):
@@ -237,6 +254,7 @@ _compact = (numba.njit(cache=True, nogil=True)(_compact_serial_body),
 _scan = (numba.njit(cache=True, nogil=True)(_scan_serial_body),
          numba.njit(cache=True, nogil=True, parallel=True)(_scan_parallel_body))
 _rebase = serial_and_parallel(_rebase_body)
+_summary = serial_and_parallel(_summary_body)
 _list_carry_index = serial_and_parallel(_list_carry_index_body)
 _local_to_global = serial_and_parallel(_local_to_global_body)
 _missing_repeat = serial_and_parallel(_missing_repeat_body)
@@ -268,6 +286,22 @@ def rebase_offsets(offsets):
     out = np.empty(offsets.shape[0], dtype=np.int64)
     n_bad = pick(_rebase, offsets.shape[0])(offsets, out)
     return out, int(n_bad)
+
+
+def long_bound(first, last, n, long_factor, long_floor) -> float:
+    """max((last - first) * (long_factor / n), long_floor) as float64, the same operations
+    in the same order as the GPU kernel's, so both backends count the same lists."""
+    if n <= 0:
+        return float(long_floor)
+    return max(float(last - first) * (float(long_factor) / n), float(long_floor))
+
+
+def offsets_summary(offsets, long_factor, long_floor):
+    n = offsets.shape[0] - 1
+    first, last = int(offsets[0]), int(offsets[n])
+    bound = long_bound(first, last, n, long_factor, long_floor)
+    n_down, longest, n_long = pick(_summary, n)(offsets, bound)
+    return int(n_down), int(longest), int(n_long), first, last
 
 
 def list_carry_index(starts, offsets):
@@ -319,6 +353,7 @@ def register(backend) -> None:
         backend.register("carry", (dt,), carry)
     for name, fn in (("compact_offsets", compact_offsets),
                      ("rebase_offsets", rebase_offsets),
+                     ("offsets_summary", offsets_summary),
                      ("list_carry_index", list_carry_index),
                      ("local_to_global", local_to_global),
                      ("missing_repeat", missing_repeat),

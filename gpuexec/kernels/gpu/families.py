@@ -14,7 +14,8 @@ reductions: lean passes at full occupancy for 64-lane wavefronts, fewer launches
                 naive: one element per thread.
   offsets       compact_offsets: split = tile sums, one-block scan, down pass (three
                 launches, no atomics); fused = one pass with decoupled look-back.
-                rebase_offsets: one flat pass in every strategy.
+                rebase_offsets, offsets_summary (the API layer's offsets check): one
+                flat pass in every strategy.
   gather        list_carry_index, local_to_global, missing_repeat: flattened over the
                 output positions; split = partition pass + gather pass, fused = the gather
                 pass searches its tile's first list; naive = one thread per list (the
@@ -98,12 +99,15 @@ FAMILIES: tuple[Family, ...] = (
            {"split": _w("gk_carry_{w}_vec"), "fused": _w("gk_carry_{w}_vec"),
             "naive": _w("gk_carry_{w}_naive")},
            frozenset(_w("gk_carry_{w}_vec"))),
-    Family("offsets", INDEXING_SOURCE, "GK_FAMILY_OFFSETS", ("compact_offsets", "rebase_offsets"),
-           {"split": ("gk_rebase_offsets", "gk_scan_tiles", "gk_compact_tiles", "gk_compact_down"),
-            "fused": ("gk_rebase_offsets", "gk_compact_fused"),
-            "naive": ("gk_rebase_offsets", "gk_scan_tiles", "gk_compact_tiles", "gk_compact_down")},
-           frozenset({"gk_rebase_offsets", "gk_compact_tiles", "gk_compact_down",
-                      "gk_compact_fused"})),
+    Family("offsets", INDEXING_SOURCE, "GK_FAMILY_OFFSETS",
+           ("compact_offsets", "rebase_offsets", "offsets_summary"),
+           {"split": ("gk_rebase_offsets", "gk_offsets_summary", "gk_scan_tiles",
+                      "gk_compact_tiles", "gk_compact_down"),
+            "fused": ("gk_rebase_offsets", "gk_offsets_summary", "gk_compact_fused"),
+            "naive": ("gk_rebase_offsets", "gk_offsets_summary", "gk_scan_tiles",
+                      "gk_compact_tiles", "gk_compact_down")},
+           frozenset({"gk_rebase_offsets", "gk_offsets_summary", "gk_compact_tiles",
+                      "gk_compact_down", "gk_compact_fused"})),
     Family("gather", INDEXING_SOURCE, "GK_FAMILY_GATHER",
            ("list_carry_index", "local_to_global", "missing_repeat"),
            {"split": ("gk_partition", "gk_list_carry_index_split", "gk_local_to_global_split",

@@ -138,6 +138,16 @@ class Launchers:
                   (_p(offsets), int(length), _p(out), _p(n_bad)))
         return out, int(n_bad[0])
 
+    def offsets_summary(self, offsets, long_factor, long_floor):
+        offsets = self._i64(offsets)
+        length = offsets.shape[0]
+        sums = self._zeros(5, _I64, "gk_offsets_summary")
+        block = self.dev.family_block("offsets")
+        factor_bits = int(np.array(long_factor, dtype=np.float64).view(np.int64))
+        self._run("offsets", "gk_offsets_summary", _cdiv(length, block * F.ITEMS),
+                  (_p(offsets), int(length), factor_bits, int(long_floor), _p(sums)))
+        return tuple(int(v) for v in sums.get())  # the call's one host read
+
     # -- gathers flattened over list positions ---------------------------------------------
     def _flat(self, family, kernel, off, n, total, before, after, tile_items=F.ITEMS,
               per_list=None):
@@ -414,8 +424,8 @@ def register(backend) -> None:
     for dt in ALL_DTYPES:
         for name in ("carry", "argsort", "sort"):
             backend.register(name, (dt,), getattr(fams, name), count=False)
-    for name in ("compact_offsets", "rebase_offsets", "list_carry_index", "local_to_global",
-                 "missing_repeat", "filter", "filter_missing", "local_index", "combinations",
-                 "cartesian"):
+    for name in ("compact_offsets", "rebase_offsets", "offsets_summary", "list_carry_index",
+                 "local_to_global", "missing_repeat", "filter", "filter_missing",
+                 "local_index", "combinations", "cartesian"):
         backend.register(name, (), getattr(fams, name), count=False)
     backend.families = fams

@@ -528,4 +528,22 @@ __device__ __forceinline__ void block_count_into(gk_i64 v, gk_i64* counter, scan
   if (threadIdx.x == 0 && total != 0) atomicAdd((unsigned long long*)counter, (unsigned long long)total);
 }
 
+// Raises *largest to the block maximum of ``v`` (v >= 0; all threads call). Non-negative
+// int64 order equals their unsigned order, so the 64-bit unsigned atomicMax of both
+// vendors serves. *largest only grows, so a block whose maximum does not exceed a value
+// read from it skips its atomic: thousands of blocks on one address would queue there.
+__device__ __forceinline__ void block_max_into(gk_i64 v, gk_i64* largest, scan_smem& s) {
+  const int lane = gk_lane(), wave = gk_wave();
+  const int nw = GK_BLOCK / warpSize;
+  const gk_i64 m = wave_incl_max(v);
+  if (lane == warpSize - 1) s.wave[wave] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    gk_i64 b = s.wave[0];
+    for (int w = 1; w < nw; ++w) b = s.wave[w] > b ? s.wave[w] : b;
+    if (b > *(volatile gk_i64*)largest) atomicMax((unsigned long long*)largest, (unsigned long long)b);
+  }
+  __syncthreads();  // the scratch may be reused at once
+}
+
 }  // namespace gkf

@@ -8,7 +8,8 @@
 //            stores are 128-bit vectors, and a group of indices that is one aligned run
 //            (x[i:j], packing) is read with a single vector load. naive: one element per
 //            thread, scalar.
-//   OFFSETS  compact_offsets (a scan of list lengths) and rebase_offsets.
+//   OFFSETS  compact_offsets (a scan of list lengths), rebase_offsets and offsets_summary
+//            (the API layer's check: order, longest and long lists, ends; one flat pass).
 //            split: tiles -> scan_tiles -> down (three lean passes, no atomics);
 //            fused: one pass with decoupled look-back. naive: as split.
 //   GATHER   list_carry_index, local_to_global, missing_repeat: flattened over the output
@@ -111,6 +112,47 @@ __device__ __forceinline__ void rebase_body(const gk_i64* __restrict__ off, gk_i
   }
   store_run(out, i0, len, v);
   block_count_into(bad, n_bad, s);
+}
+
+// ---------------------------------------------------------------------------------------
+// offsets_summary: the API layer's offsets check in one read of ``off`` (len = n + 1
+// entries), answered by one small host copy: sum[0] += decreasing steps, sum[1] = the
+// longest list (max), sum[2] += lists longer than max(factor x the mean, floor),
+// sum[3] = off[0], sum[4] = off[n]. ``sum`` starts zeroed. The bound is computed as the
+// host check computes it, (off[n] - off[0]) * (factor / n) in double, so both count alike.
+__device__ __forceinline__ void summary_body(const gk_i64* __restrict__ off, gk_i64 len,
+                                             gk_u64 factor_bits, gk_i64 floor,
+                                             gk_i64* __restrict__ sum) {
+  __shared__ scan_smem s;
+  const gk_i64 n = len - 1;
+  const gk_i64 first = off[0], last = off[n];
+  double bound = (double)floor;
+  if (n > 0) {
+    const double scaled = (double)(last - first) * (gk_from_bits<double>(factor_bits) / (double)n);
+    bound = scaled > bound ? scaled : bound;
+  }
+  const gk_i64 i0 = global_thread() * ITEMS;
+  gk_i64 v[ITEMS];
+  load_run(v, off, i0, len);
+  gk_i64 prev = (i0 > 0 && i0 < len) ? off[i0 - 1] : v[0];
+  gk_i64 down = 0, longest = 0, many = 0;
+#pragma unroll
+  for (int j = 0; j < ITEMS; ++j) {
+    if (i0 + j < len) {
+      const gk_i64 length = v[j] - prev;  // the list ending at i0 + j (0 for entry 0)
+      down += length < 0 ? 1 : 0;
+      longest = length > longest ? length : longest;
+      many += (double)length > bound ? 1 : 0;
+    }
+    prev = v[j];
+  }
+  block_count_into(down, sum, s);
+  block_max_into(longest, sum + 1, s);
+  block_count_into(many, sum + 2, s);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    sum[3] = first;
+    sum[4] = last;
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -479,6 +521,11 @@ GK_CARRY_WIDTHS(GK_CARRY)
 extern "C" __global__ void GK_LB gk_rebase_offsets(const gk_i64* off, gk_i64 len, gk_i64* out,
                                                    gk_i64* n_bad) {
   gki::rebase_body(off, len, out, n_bad);
+}
+extern "C" __global__ void GK_LB gk_offsets_summary(const gk_i64* off, gk_i64 len,
+                                                    gk_u64 factor_bits, gk_i64 floor,
+                                                    gk_i64* sum) {
+  gki::summary_body(off, len, factor_bits, floor, sum);
 }
 #if defined(GK_VARIANT_FUSED)
 extern "C" __global__ void GK_LB gk_compact_fused(const gk_i64* starts, const gk_i64* stops,
