@@ -87,6 +87,7 @@ def profile_query(number: int, path: str, backend: str, top: int) -> dict:
             "read": timings.read, "transfer": timings.transfer,
             "compute": total - timings.read - timings.transfer,
             "gk_calls": stats["n_calls"], "gk_launches": stats["n_launches"],
+            "gk_kernels": dict(sorted(stats["kernels"].items(), key=lambda kv: -kv[1])),
             "gk_handoffs": stats["handoff_reasons"], "awkward_kernels": dict(seen.most_common()),
             "profile": text}
 
@@ -121,6 +122,7 @@ def main(argv=None) -> int:
               f"{sum(r['awkward_kernels'].values()):>11}")
     for r in rows:
         print(f"\nQ{r['query']}: awkward kernels {r['awkward_kernels']}; hand-offs {r['gk_handoffs']}")
+        print(f"Q{r['query']}: engine kernels {r['gk_kernels']}")
         print("\n".join(r["profile"]["tottime"].splitlines()[:30 + 8]))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
