@@ -289,6 +289,13 @@ def _carried_lists(inner: Lists, index, valid, backend) -> Lists:
     return Lists(starts, stops, inner.content, valid, None, inner.node)
 
 
+def first_offset(offsets) -> int:
+    """offsets[0]: remembered by the offsets check where it checked this buffer (on a GPU
+    each read of an entry is a host sync), else read."""
+    ends = validate.ends(offsets)
+    return int(offsets[0]) if ends is None else ends[0]
+
+
 def runs(starts, stops, offsets, content: Content, backend):
     """(offsets int64[n+1] from 0, content') with the lists [starts, stops) of
     ``content`` laid one after another in ``content'``, which holds exactly

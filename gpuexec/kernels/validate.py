@@ -4,8 +4,8 @@ same errors for the same bad input (kernels validate nothing).
 Each check is a few vectorized O(n) passes (min/max/compare) that work on any nplike
 (numpy, cupy): they only use array methods; offsets, checked most often, are read once
 by a kernel of the engine that holds them (``offsets_summary``). The position of the
-first offence is looked up only once a check has failed. Every error is a ``ValueError`` naming the
-argument; those whose awkward counterpart raises ``IndexError``/``TypeError`` also
+first offence is looked up only once a check has failed. Every error is a
+``ValueError`` naming the argument; those whose awkward counterpart raises ``IndexError``/``TypeError`` also
 derive from that class, so code written against awkward keeps catching them.
 """
 
@@ -135,10 +135,11 @@ def offsets(offsets, content_length, name="offsets") -> tuple[int, int]:
         raise InvalidLayout(
             f"{name} are not monotonically increasing at position {i} "
             f"({name}[{i}]={_val(offsets, i)} > {name}[{i + 1}]={_val(offsets, i + 1)})")
+    # (the values as stored: a uint64 past the int64 range reads negative in the summary)
     if summary.first < 0:
-        raise InvalidLayout(f"{name} out of range: {name}[0]={summary.first} is negative")
+        raise InvalidLayout(f"{name} out of range: {name}[0]={_val(offsets, 0)} is negative")
     raise InvalidLayout(
-        f"{name} out of range: {name}[{n}]={summary.last} exceeds the length of the "
+        f"{name} out of range: {name}[{n}]={_val(offsets, n)} exceeds the length of the "
         f"content ({content_length})")
 
 

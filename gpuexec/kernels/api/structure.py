@@ -194,7 +194,7 @@ def _sorted(array, axis, ascending, stable, backend, *, positions):
         _no_strings(node)
         offsets, content = L.list_offsets(node, backend)
         out_offsets = offsets
-        if offsets.shape[0] and int(offsets[0]) != 0:
+        if offsets.shape[0] and L.first_offset(offsets) != 0:
             out_offsets = offsets - offsets[0]
         if isinstance(content, C.EmptyArray):  # lists that are all empty, of unknown type
             out = C.NumpyArray(backend.nplike.zeros(0, dtype=np.int64)) if positions \
@@ -259,7 +259,7 @@ def local_index(array, axis=-1, *, highlevel=True, behavior=None, attrs=None, ba
         out = C.NumpyArray(_kernel(backend, "local_index")(offsets))
         if isinstance(node, C.RegularArray):
             return C.RegularArray(out, node.size, zeros_length=node.length)
-        if int(offsets[0]) != 0:
+        if L.first_offset(offsets) != 0:
             offsets = offsets - offsets[0]
         return C.ListOffsetArray(Index64(offsets), out)
 
