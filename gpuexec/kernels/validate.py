@@ -5,8 +5,9 @@ Each check is a few vectorized O(n) passes (min/max/compare) that work on any np
 (numpy, cupy): they only use array methods; offsets, checked most often, are read once
 by a kernel of the engine that holds them (``offsets_summary``). The position of the
 first offence is looked up only once a check has failed. Every error is a
-``ValueError`` naming the argument; those whose awkward counterpart raises ``IndexError``/``TypeError`` also
-derive from that class, so code written against awkward keeps catching them.
+``ValueError`` naming the argument; those whose awkward counterpart raises
+``IndexError``/``TypeError`` also derive from that class, so code written against
+awkward keeps catching them.
 """
 
 from __future__ import annotations
