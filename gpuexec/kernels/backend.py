@@ -30,7 +30,9 @@ array of length n+1 indexing into ``content`` (it may start above 0: sliced arra
   carry(values, index) -> values.dtype[len(index)]         out[i] = values[index[i]]
   compact_offsets(starts, stops) -> int64[n+1]             0, running sum of lengths
   rebase_offsets(offsets) -> (int64[n+1], n_bad)           offsets - offsets[0]; n_bad =
-                                                           number of decreasing steps
+                                                           number of decreasing steps (on
+                                                           a GPU a 0-d device array: read
+                                                           only where needed, a host sync)
   offsets_summary(offsets, long_factor, long_floor) -> (n_down, longest, n_long, first,
                                       last) host ints from one pass: decreasing steps,
                                       longest list, lists longer than max(factor x mean,

@@ -13,6 +13,7 @@ awkward keeps catching them.
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -97,14 +98,14 @@ def ends(offsets):
     return None if entry is None else (entry[2].first, entry[2].last)
 
 
-class _Summary(tuple):
-    """The backend's ``offsets_summary``: (n_down, longest, n_long, first, last)."""
+class _Summary(NamedTuple):
+    """The backend's ``offsets_summary``."""
 
-    n_down = property(lambda self: self[0])
-    longest = property(lambda self: self[1])
-    n_long = property(lambda self: self[2])
-    first = property(lambda self: self[3])
-    last = property(lambda self: self[4])
+    n_down: int
+    longest: int
+    n_long: int
+    first: int
+    last: int
 
 
 # -- layouts ---------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def offsets(offsets, content_length, name="offsets") -> tuple[int, int]:
     if offsets.dtype.kind not in "iu":
         raise InvalidDtype(f"{name} must be integers, got {offsets.dtype}")
     as_int64 = offsets if offsets.dtype == np.int64 else offsets.astype(np.int64)
-    summary = _Summary(_engine_of(offsets).kernel("offsets_summary")(as_int64, *LONG_LIST))
+    summary = _Summary(*_engine_of(offsets).kernel("offsets_summary")(as_int64, *LONG_LIST))
     beyond = _known(content_length) and summary.last > content_length
     if not (summary.n_down or summary.first < 0 or beyond):
         if _known(content_length):

@@ -132,11 +132,13 @@ class Launchers:
         out = self.dev.alloc(length, _I64, "gk_rebase_offsets")
         if length == 0:
             return out, 0
-        n_bad = self._zeros(1, _I64, "gk_rebase_offsets")
+        n_bad = self._zeros((), _I64, "gk_rebase_offsets")
         block = self.dev.family_block("offsets")
         self._run("offsets", "gk_rebase_offsets", _cdiv(length, block * F.ITEMS),
-                  (_p(offsets), int(length), _p(out), _p(n_bad)))
-        return out, int(n_bad[0])
+                  (_p(offsets), int(length), _p(out), _p(n_bad)), block)
+        # left on the device: reading it is a host sync, and the API layer's callers have
+        # checked the order already (validate.offsets)
+        return out, n_bad
 
     def offsets_summary(self, offsets, long_factor, long_floor):
         offsets = self._i64(offsets)
@@ -145,7 +147,7 @@ class Launchers:
         block = self.dev.family_block("offsets")
         factor_bits = int(np.array(long_factor, dtype=np.float64).view(np.int64))
         self._run("offsets", "gk_offsets_summary", _cdiv(length, block * F.ITEMS),
-                  (_p(offsets), int(length), factor_bits, int(long_floor), _p(sums)))
+                  (_p(offsets), int(length), factor_bits, int(long_floor), _p(sums)), block)
         return tuple(int(v) for v in sums.get())  # the call's one host read
 
     # -- gathers flattened over list positions ---------------------------------------------
