@@ -1362,7 +1362,9 @@ class _Loop:
                 [tuple(_expected_units(self.items[i]) for i in g) for g in groups],
                 task=self.task, key=keys_, pure=False,
                 resources=spec.task_resources_dict() if self.restrict else None,
-                workers=around, allow_other_workers=False,
+                # loose: should every worker it is bound to leave, Dask places the task
+                # anywhere (bound strictly, a task whose workers died waited forever)
+                workers=around, allow_other_workers=around is not None,
                 priority=self.ex.priority,
                 retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
             )
@@ -1704,7 +1706,8 @@ class _Loop:
 
     def _around_busy(self, pool: str, groups) -> list | None:
         """The workers of ``pool`` not occupied by an earlier call's cancelled copy, for
-        the ``workers=`` of tasks running ``groups`` of chunks; None when none is occupied
+        the ``workers=`` of tasks running ``groups`` of chunks (a preference Dask drops if
+        all of them leave: ``allow_other_workers``); None when none is occupied
         for longer than such a task takes (no restriction: a restricted task stays so
         after the copy ends; binding whatever the prediction, one H200 run of ADL Q6 that
         found 2 of 4 CPU workers so busy took 1.37 s instead of 0.9), or all are (nowhere

@@ -406,6 +406,22 @@ def test_a_gpu_failure_with_a_copy_running_is_recorded_and_not_rerun():
     assert "gpu-5" in loop.in_flight
 
 
+def test_a_task_bound_around_a_busy_worker_runs_when_its_workers_leave():
+    """``_submit`` binds tasks loosely (``allow_other_workers``): a task whose bound workers
+    all left runs elsewhere. Bound strictly, such a task stayed in Dask's "no-worker" state
+    and its call waited forever (a metadata task bound to the GPU worker that
+    test_only_gpu_worker_killed_mid_run... then killed)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        gone, other = sorted(client.scheduler_info()["workers"])
+        client.retire_workers([gone], close_workers=True)
+        future = client.submit(sum, [1, 2], workers=[gone], allow_other_workers=True)
+        assert future.result(timeout=30) == 3
+        assert list(client.who_has(future)[future.key]) == [other]
+
+
 def test_tasks_go_around_a_worker_an_earlier_cancelled_copy_still_occupies():
     """Tasks are bound to the pool's other workers while a cancelled copy of an earlier
     call occupies one for longer than a task takes (a task bound so stays bound); not
