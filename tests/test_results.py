@@ -57,6 +57,26 @@ def test_results_are_what_the_constructors_make(fname, kwargs):
     assert pickle.loads(pickle.dumps(got)).to_list() == want.to_list()
 
 
+@pytest.mark.parametrize("fname,kwargs", [
+    ("max", {}), ("argmin", {}), ("min", {"keepdims": True}),
+    ("sum", {"mask_identity": True}), ("count_nonzero", {"mask_identity": True})])
+def test_option_masks_are_what_the_constructors_make(fname, kwargs):
+    x = jagged(6)
+    x = ak.concatenate([x, ak.Array([[]] * 3)])  # empty lists: some entries masked
+    result = getattr(gk, fname)(x, axis=1, **kwargs)
+    assert result.to_list() == getattr(ak, fname)(x, axis=1, **kwargs).to_list()
+    got = result.layout
+    if isinstance(got, C.RegularArray):
+        got = got.content
+    assert type(got) is C.ByteMaskedArray
+    fresh = C.ByteMaskedArray(ak.index.Index8(got.mask.data), got.content, valid_when=False)
+    assert vars(got).keys() == vars(fresh).keys()
+    assert vars(got.mask).keys() == vars(fresh.mask).keys()
+    assert got.mask.nplike is fresh.mask.nplike and got.mask.data.dtype == np.int8
+    assert got.backend is fresh.backend and got.parameters == {}
+    assert got.is_equal_to(fresh) and fresh.mask.data.sum() >= 3
+
+
 def test_behavior_and_attrs_pass_through():
     class Scaled(ak.Array):
         pass

@@ -4,7 +4,10 @@ without awkward's constructor checks.
 ``ak.contents.NumpyArray(out)`` and ``ak.Array(node)`` check what our kernels already
 guarantee: a 1-d buffer of a primitive dtype on a known awkward backend, and a layout
 without parameters, whose high-level class is therefore ``ak.Array`` whatever the
-behavior. Together they were about a quarter of ``gk.sum``'s call floor on the H200 host
+behavior. The option mask of min/max/argmin/argmax (``mask_identity``, their default) is
+made the same way: ``ByteMaskedArray(Index8(mask), node)`` checked a contiguous int8
+buffer of the node's own length on its backend, which the kernel wrote (5 us of a call
+on a 2-core VM). Together they were about a quarter of ``gk.sum``'s call floor on the H200 host
 (7 of 29 us; benchmarks/call_floor.py). Here both objects get the attributes the
 constructors would have given them, taken once at import from objects the constructors
 made. Where this awkward's objects do not have the expected shape (another release),
@@ -20,6 +23,8 @@ import awkward as ak
 import numpy as np
 
 _NumpyArray = ak.contents.NumpyArray
+_ByteMaskedArray = ak.contents.ByteMaskedArray
+_Index8 = ak.index.Index8
 _Array = ak.Array
 _new = object.__new__
 
@@ -41,9 +46,22 @@ def _array_fields():
     return {k: None for k in fields if k != "_layout"}
 
 
+def _mask_fields_as_expected() -> bool:
+    """Whether ``ByteMaskedArray(Index8(mask), node, valid_when=False)`` holds exactly
+    the mask, the node, ``valid_when``, no parameters and the node's backend, and the
+    Index its data, no metadata and the backend's nplike."""
+    node = _NumpyArray(np.zeros(1))
+    index = _Index8(np.zeros(1, dtype=np.int8))
+    masked = _ByteMaskedArray(index, node, valid_when=False)
+    return (vars(index).keys() == {"_nplike", "_metadata", "_data"}
+            and index._nplike is node.backend.nplike and index._metadata is None
+            and vars(masked) == {"_mask": index, "_content": node, "_valid_when": False,
+                                 "_parameters": None, "_backend": node.backend})
+
+
 _ARRAY_FIELDS = _array_fields()
 #: whether results are built without the constructors (False: awkward's shape changed)
-FAST = _ARRAY_FIELDS is not None
+FAST = _ARRAY_FIELDS is not None and _mask_fields_as_expected()
 
 
 def numpy_node(data, ak_backend):
@@ -57,6 +75,20 @@ def numpy_node(data, ak_backend):
     fields["_parameters"] = None
     fields["_backend"] = ak_backend
     return node
+
+
+def masked_node(mask, node, ak_backend):
+    """``ByteMaskedArray(Index8(mask.view(int8)), node, valid_when=False)`` for a ``node``
+    made by ``numpy_node`` and a contiguous bool ``mask`` of its length on the same
+    device, True where the value is missing."""
+    if not FAST or ak_backend is None:
+        return _ByteMaskedArray(_Index8(mask.view(np.int8)), node, valid_when=False)
+    index = _new(_Index8)
+    index.__dict__.update(_nplike=ak_backend.nplike, _metadata=None, _data=mask.view(np.int8))
+    masked = _new(_ByteMaskedArray)
+    masked.__dict__.update(_mask=index, _content=node, _valid_when=False, _parameters=None,
+                           _backend=ak_backend)
+    return masked
 
 
 def plain_array(layout, behavior=None, attrs=None):

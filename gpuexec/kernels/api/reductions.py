@@ -28,7 +28,7 @@ import numpy as np
 
 from gpuexec.kernels import layout as L
 from gpuexec.kernels.api._common import NotNative, is_integer, public, wrap
-from gpuexec.kernels.api._results import numpy_node
+from gpuexec.kernels.api._results import masked_node, numpy_node
 from gpuexec.kernels.backend import ALL_DTYPES, dtype_name
 
 C = ak.contents
@@ -221,13 +221,12 @@ def _lists_result(out, offsets, keepdims, mask_identity, ak_backend=None, empty=
     """The node that replaces a list node: one value per list (``out``), masked where a
     list is empty for ``mask_identity`` (``empty``, when the kernel wrote it), in lists of
     one for ``keepdims``. With ``ak_backend`` the node is made without NumpyArray's
-    checks (``_results.numpy_node``)."""
+    checks (``_results``)."""
     result = numpy_node(out, ak_backend)
     if mask_identity:
         if empty is None:
             empty = offsets[1:] == offsets[:-1]
-        result = C.ByteMaskedArray(ak.index.Index8(empty.view(np.int8)), result,
-                                   valid_when=False)
+        result = masked_node(empty, result, ak_backend)
     if keepdims:
         result = C.RegularArray(result, 1, zeros_length=offsets.shape[0] - 1)
     return result
