@@ -123,6 +123,11 @@ def gpuexec_executor(mode: str, args):
                   dashboard_address="127.0.0.1:0", status=False, inflate=args.inflate)
     if args.gpu_merge is not None:
         common["gpu_merge"] = args.gpu_merge
+    if args.cpu_merge is not None:
+        common["cpu_merge"] = args.cpu_merge
+    if mode.startswith("placement-cpu-merge="):  # A/B of CPU-task merging in one run
+        common["cpu_merge"] = int(mode.partition("=")[2])
+        return GPUExecutor(gpu_workers=args.gpu_workers, **common)
     if args.gpu_share is not None:
         common["gpu_share"] = args.gpu_share
     if args.merge_on is not None:
@@ -155,11 +160,15 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-merge", type=int, default=None,
                         help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
                              "default when not given)")
+    parser.add_argument("--cpu-merge", type=int, default=None,
+                        help="adjacent chunks merged into one CPU task, at most (GPUExecutor's "
+                             "cpu_merge; its default when not given)")
     parser.add_argument("--merge-on", default=None, choices=("client", "cluster"),
                         help="where GPUExecutor merges outputs (default: its own)")
     parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures",
                         help="also placement-backups / placement-nobackup: "
-                             "GPUExecutor(backups=0.5 / None)")
+                             "GPUExecutor(backups=0.5 / None); placement-cpu-merge=K: "
+                             "GPUExecutor(cpu_merge=K)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="timed runs per query and executor; the median one is kept")
     parser.add_argument("--alternate", action="store_true",
@@ -204,7 +213,8 @@ def main(argv=None) -> int:
                "chunksize": chunksize,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
-               "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share,
+               "gpu_merge": args.gpu_merge, "cpu_merge": args.cpu_merge,
+               "gpu_share": args.gpu_share,
                "merge_on": args.merge_on or GPUExecutor.merge_on,
                "inflate": inflate.resolve(args.inflate), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
@@ -221,7 +231,8 @@ def main(argv=None) -> int:
                                            "date": time.strftime("%Y-%m-%d %H:%M")})
     rows = {number: results["queries"].setdefault(f"Q{number}", {}) for number in queries}
     if args.alternate:
-        alternate(executors, queries, rows, paths, chunksize, args)
+        alternate(executors, queries, rows, paths, chunksize, args,
+                  saved=lambda: save(args.out, results))
     else:
         # One executor (and cluster) per kind for all the queries, one after another
         for name in executors:
@@ -258,12 +269,12 @@ def opened(name: str, args):
 
 def warm_chunks(name: str, ex, args) -> int:
     """Chunks of the warm-up before each query's timed runs: a chunk per core, and on
-    GPUExecutor enough merged GPU tasks to reach every GPU worker's slots (each process
-    pays its own first use: imports, numba and kernel caches)."""
+    GPUExecutor enough merged tasks to reach every worker's slots (each process pays its
+    own first use: imports, numba and kernel caches)."""
     warm = args.cores
     if name not in ("dask", "futures"):
-        warm += sum(p.workers * p.threads * ex.gpu_merge
-                    for p in ex.cluster_spec().pools if p.is_gpu)
+        warm += sum(p.workers * p.threads * (ex.gpu_merge if p.is_gpu else ex.cpu_merge - 1)
+                    for p in ex.cluster_spec().pools)
     return warm
 
 
@@ -304,11 +315,11 @@ def median(timed: list[dict]) -> dict:
 
 
 def alternate(executors: list[str], queries: list[int], rows: dict, paths, chunksize: int,
-              args) -> None:
+              args, saved=lambda: None) -> None:
     """Every executor open at once (GPUExecutor modes of the same pools share one
     cluster); per query, each is warmed, then the timed runs take turns, the order
     rotated each round, so that no executor always runs first or right after
-    another."""
+    another. ``saved`` is called after each query (a run cut short keeps those)."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
         opened_ = {name: stack.enter_context(opened(name, args)) for name in executors}
@@ -327,6 +338,7 @@ def alternate(executors: list[str], queries: list[int], rows: dict, paths, chunk
                 rows[number][name] = median(timed[name])
             print(f"Q{number}: " + ", ".join(f"{n} {rows[number][n]['seconds']:.3f} s"
                                              for n in executors), file=sys.stderr, flush=True)
+            saved()
 
 
 def generate(folder: str, events: int, files: int) -> list[str]:
