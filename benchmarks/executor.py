@@ -19,6 +19,7 @@ is spent is recorded as not run: coffea's FuturesExecutor once took a whole call
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import io
 import json
@@ -123,15 +124,14 @@ def gpuexec_executor(mode: str, args):
                   dashboard_address="127.0.0.1:0", status=False, inflate=args.inflate)
     if args.gpu_merge is not None:
         common["gpu_merge"] = args.gpu_merge
-    if args.cpu_merge is not None:
-        common["cpu_merge"] = args.cpu_merge
-    if mode.startswith("placement-cpu-merge="):  # A/B of CPU-task merging in one run
-        common["cpu_merge"] = int(mode.partition("=")[2])
-        return GPUExecutor(gpu_workers=args.gpu_workers, **common)
     if args.gpu_share is not None:
         common["gpu_share"] = args.gpu_share
     if args.merge_on is not None:
         common["merge_on"] = args.merge_on
+    if mode.startswith("placement:"):  # A/B of one setting in one run: placement:gpu_merge=8
+        name, _, value = mode.partition(":")[2].partition("=")
+        common[name] = ast.literal_eval(value)
+        return GPUExecutor(gpu_workers=args.gpu_workers, **common)
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
     if mode == "placement-backups":  # copies of straggling tasks
@@ -160,15 +160,12 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-merge", type=int, default=None,
                         help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
                              "default when not given)")
-    parser.add_argument("--cpu-merge", type=int, default=None,
-                        help="adjacent chunks merged into one CPU task, at most (GPUExecutor's "
-                             "cpu_merge; its default when not given)")
     parser.add_argument("--merge-on", default=None, choices=("client", "cluster"),
                         help="where GPUExecutor merges outputs (default: its own)")
     parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures",
                         help="also placement-backups / placement-nobackup: "
-                             "GPUExecutor(backups=0.5 / None); placement-cpu-merge=K: "
-                             "GPUExecutor(cpu_merge=K)")
+                             "GPUExecutor(backups=0.5 / None); placement:NAME=VALUE: "
+                             "GPUExecutor(NAME=VALUE), e.g. placement:gpu_merge=8")
     parser.add_argument("--repeat", type=int, default=1,
                         help="timed runs per query and executor; the median one is kept")
     parser.add_argument("--alternate", action="store_true",
@@ -213,8 +210,7 @@ def main(argv=None) -> int:
                "chunksize": chunksize,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
-               "gpu_merge": args.gpu_merge, "cpu_merge": args.cpu_merge,
-               "gpu_share": args.gpu_share,
+               "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share,
                "merge_on": args.merge_on or GPUExecutor.merge_on,
                "inflate": inflate.resolve(args.inflate), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
@@ -269,12 +265,12 @@ def opened(name: str, args):
 
 def warm_chunks(name: str, ex, args) -> int:
     """Chunks of the warm-up before each query's timed runs: a chunk per core, and on
-    GPUExecutor enough merged tasks to reach every worker's slots (each process pays its
-    own first use: imports, numba and kernel caches)."""
+    GPUExecutor enough merged GPU tasks to reach every GPU worker's slots (each process
+    pays its own first use: imports, numba and kernel caches)."""
     warm = args.cores
     if name not in ("dask", "futures"):
-        warm += sum(p.workers * p.threads * (ex.gpu_merge if p.is_gpu else ex.cpu_merge - 1)
-                    for p in ex.cluster_spec().pools)
+        warm += sum(p.workers * p.threads * ex.gpu_merge
+                    for p in ex.cluster_spec().pools if p.is_gpu)
     return warm
 
 

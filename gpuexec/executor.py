@@ -751,8 +751,6 @@ class GPUExecutor(ExecutorBase):
         gpu_merge: adjacent chunks of one file merged into one GPU task, at most (1: no
             merging; fewer as the run ends, so that the last GPU tasks are short); the
             placement charges each chunk its share of a task's fixed cost.
-        cpu_merge: the same for CPU tasks (default 1: one chunk per task, as coffea's
-            executors run them).
         window: tasks in flight per pool, as a multiple of its slots (windowed
             submission: each chunk is placed when its pool has room, as earlier ones
             complete; a GPU task counts ``gpu_merge`` chunks). A call with one CPU pool
@@ -804,7 +802,6 @@ class GPUExecutor(ExecutorBase):
     crossover: float | None = None
     probe: int = 0
     gpu_merge: int = 4
-    cpu_merge: int = 1
     window: float = 2.0
     gpu_lost_after: float = 5.0
     backups: float | None = 0.5
@@ -828,8 +825,8 @@ class GPUExecutor(ExecutorBase):
             raise ValueError("threads_per_worker and gpu_threads must be >= 1")
         if self.gpu_workers is not None and self.gpu_workers < 0:
             raise ValueError(f"gpu_workers must be >= 0, got {self.gpu_workers}")
-        if self.window <= 0 or self.gpu_merge < 1 or self.cpu_merge < 1:
-            raise ValueError("window must be > 0, gpu_merge and cpu_merge >= 1")
+        if self.window <= 0 or self.gpu_merge < 1:
+            raise ValueError("window must be > 0 and gpu_merge >= 1")
         inflater.check(self.inflate)
         if self.gpu_share not in ("auto", "mps", "none"):
             raise ValueError(f"gpu_share is 'auto', 'mps' or 'none', got {self.gpu_share!r}")
@@ -1023,8 +1020,7 @@ class GPUExecutor(ExecutorBase):
         from gpuexec.scheduler.placement import Placement
 
         return Placement.from_pools(pools.values(), self._calibration(client, pools),
-                                    gpu_merge=self.gpu_merge, cpu_merge=self.cpu_merge,
-                                    crossover=self.crossover,
+                                    gpu_merge=self.gpu_merge, crossover=self.crossover,
                                     probe=self.probe, unmeasured_depth=1, depth=self.window,
                                     backup_margin=self.backups)
 
@@ -1316,30 +1312,27 @@ class _Loop:
         """A task's label: its first chunk's, and how many more it merges."""
         return self.labels[group[0]] + (f"+{len(group) - 1}" if len(group) > 1 else "")
 
-    def _merge_count(self, pool: str, remaining: int | None) -> int:
-        """Chunks per merged task of ``pool``: ``gpu_merge`` or ``cpu_merge``, or fewer
-        as the run ends (guided self-scheduling: at most the ``remaining`` chunks' share
-        of one slot), so that the last tasks are short (on the H200, ADL Q6 at 24 GPU
-        slots: the 25th task of four chunks started when the first 24 ended and set the
-        makespan)."""
-        most = self.ex.gpu_merge if pool in self.gpu else self.ex.cpu_merge
+    def _merge_count(self, remaining: int | None) -> int:
+        """Chunks per merged GPU task: ``gpu_merge``, or fewer as the run ends (guided
+        self-scheduling: at most the ``remaining`` chunks' share of one slot), so that the
+        last GPU tasks are short (on the H200, ADL Q6 at 24 GPU slots: the 25th task of
+        four chunks started when the first 24 ended and set the makespan)."""
         if remaining is None:
-            return most
-        return max(1, min(most, -(-remaining // self.slots)))
+            return self.ex.gpu_merge
+        return max(1, min(self.ex.gpu_merge, -(-remaining // self.slots)))
 
     def _submit(self, pool: str, indices: list[int], merge: bool = True,
                 remaining: int | None = None, backup: bool = False) -> None:
-        """Submit the chunks ``indices`` to ``pool``; adjacent chunks of one file are
-        merged up to the pool's ``gpu_merge``/``cpu_merge`` (``remaining``: chunks not yet
-        submitted, these included; ``backup``: second copies of chunks in flight
-        elsewhere)."""
-        from gpuexec.scheduler.placement import merge_adjacent
+        """Submit the chunks ``indices`` to ``pool``; on a GPU pool adjacent chunks of one
+        file are merged (``remaining``: chunks not yet submitted, these included;
+        ``backup``: second copies of chunks in flight elsewhere)."""
+        from gpuexec.scheduler.placement import merge_for_gpu
 
-        count = self._merge_count(pool, remaining)
-        if merge and count > 1 and len(indices) > 1:
+        count = self._merge_count(remaining)
+        if pool in self.gpu and merge and count > 1 and len(indices) > 1:
             sizes = sorted(_expected_units(self.items[i]) for i in indices)
             target = count * sizes[len(sizes) // 2]
-            merged = merge_adjacent([self.items[i] for i in indices], max(1, target))
+            merged = merge_for_gpu([self.items[i] for i in indices], max(1, target))
             groups = [tuple(indices[k] for k in part) for part in merged.parts]
             tasks = list(merged.items)
             for m in merged.merges:

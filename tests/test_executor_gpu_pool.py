@@ -195,21 +195,6 @@ def test_gpu_pool_run_matches_iterative_with_decisions_and_merges(executor, tt_r
     assert set(call.timing()) == {"cpu", "gpu"}
 
 
-def test_cpu_tasks_merge_adjacent_chunks_with_cpu_merge(executor, tt_reference):
-    ex = executor.copy(probe=2, gpu_merge=1, cpu_merge=3)
-    out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
-    assert_same_output(out, tt_reference)
-    call = ex.report.processing
-    assert call.processed == call.expected == 200
-    decisions = ex.placement.decisions()
-    merged = [d for d in decisions if d["task"] is not None]
-    assert merged and all(d["pool"] == "cpu" for d in merged)  # gpu_merge=1: GPU tasks alone
-    tasks = {d["task"] for d in merged}
-    assert len(call.merges) == len(tasks) and all(
-        sum(d["task"] == t for d in merged) <= 3 for t in tasks)
-    assert sum(r.units for r in call.runs) == 200
-
-
 def _count_runs_sources(monkeypatch) -> dict:
     """Counts where the loop found each completed task's runs: the worker event or a fetch."""
     import gpuexec.executor as executor_module
@@ -482,15 +467,9 @@ def test_merged_gpu_tasks_shrink_as_the_run_ends():
     from gpuexec.executor import _Loop
 
     loop = _Loop.__new__(_Loop)
-    loop.ex, loop.slots, loop.gpu = GPUExecutor(gpu_merge=4), 16, ["gpu"]
-    assert [loop._merge_count("gpu", r) for r in (None, 100, 64, 49, 33, 17, 16, 1)] == \
+    loop.ex, loop.slots = GPUExecutor(gpu_merge=4), 16
+    assert [loop._merge_count(r) for r in (None, 100, 64, 49, 33, 17, 16, 1)] == \
         [4, 4, 4, 4, 3, 2, 1, 1]
-    # CPU tasks hold one chunk unless cpu_merge says otherwise, and shrink the same way
-    assert [loop._merge_count("cpu", r) for r in (None, 100, 1)] == [1, 1, 1]
-    loop.ex = GPUExecutor(gpu_merge=4, cpu_merge=2)
-    assert [loop._merge_count("cpu", r) for r in (None, 100, 17, 16)] == [2, 2, 2, 1]
-    with pytest.raises(ValueError, match="cpu_merge"):
-        GPUExecutor(cpu_merge=0)
 
 
 class SlowOnCPU(DimuonProcessor):

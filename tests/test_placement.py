@@ -14,7 +14,7 @@ from gpuexec.scheduler.placement import (
     Placement,
     Pool,
     crossover_events,
-    merge_adjacent,
+    merge_for_gpu,
     simulate,
 )
 
@@ -252,9 +252,9 @@ def _items():
     return [a[0], b[0], a[1], a[2], b[1], a[3], gap, other_tree]
 
 
-def test_merge_adjacent_merges_contiguous_ranges_of_one_file():
+def test_merge_for_gpu_merges_contiguous_ranges_of_one_file():
     items = _items()
-    result = merge_adjacent(items, target_events=250)
+    result = merge_for_gpu(items, target_events=250)
     ranges = [(i.filename, i.treename, i.entrystart, i.entrystop) for i in result.items]
     assert ranges == [("a.root", "Events", 0, 200), ("b.root", "Events", 0, 200),
                       ("a.root", "Events", 200, 400), ("a.root", "Events", 500, 600),
@@ -269,20 +269,20 @@ def test_merge_adjacent_merges_contiguous_ranges_of_one_file():
     json.dumps([m.as_dict() for m in result.merges])
 
 
-def test_merge_adjacent_respects_the_target_and_other_files():
+def test_merge_for_gpu_respects_the_target_and_other_files():
     items = _items()
-    assert merge_adjacent(items, target_events=50).merges == []
-    whole = merge_adjacent(items, target_events=10_000)
+    assert merge_for_gpu(items, target_events=50).merges == []
+    whole = merge_for_gpu(items, target_events=10_000)
     assert [(i.filename, i.entrystart, i.entrystop) for i in whole.items][:2] == \
         [("a.root", 0, 400), ("b.root", 0, 200)]
     # same file, different uuid: not the same file
     other = WorkItem("ds", "a.root", "Events", 400, 500, "changed")
-    assert len(merge_adjacent(items[:6] + [other], 10_000).items) == 3
+    assert len(merge_for_gpu(items[:6] + [other], 10_000).items) == 3
     chunks = [Chunk(0, "x", 0, 10), Chunk(1, "y", 10, 20), Chunk(2, "x", 10, 20)]
-    merged = merge_adjacent(chunks, 100)
+    merged = merge_for_gpu(chunks, 100)
     assert [(c.file, c.start, c.stop) for c in merged.items] == [("x", 0, 20), ("y", 10, 20)]
     with pytest.raises(ValueError):
-        merge_adjacent(items, 0)
+        merge_for_gpu(items, 0)
 
 
 def test_an_unmeasured_pool_queues_at_most_one_chunk_per_slot():

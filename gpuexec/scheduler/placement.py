@@ -31,8 +31,8 @@ actually achieves (``observe``):
 Every decision is recorded (``decisions()`` returns plain dicts for JSON and the run
 report) with the predicted and, once observed, the actual seconds.
 
-``merge_adjacent`` merges adjacent chunks of one file into larger tasks (coffea's
-``Runner`` cuts equal chunks): place the chunks first, merge those placed on a pool,
+``merge_for_gpu`` merges adjacent chunks of one file into larger GPU tasks (coffea's
+``Runner`` cuts equal chunks): place the chunks first, merge those placed on a GPU pool,
 ``mark_merged`` each merged group and ``observe`` it with the ids of its parts. A pool
 whose tasks hold ``merge`` chunks charges each chunk a ``1/merge`` share of the fixed
 cost (crossover and finish times alike), and queues the chunks of one task on one slot
@@ -222,7 +222,7 @@ class Pool:
     kind: str  # "cpu" or "gpu"
     slots: int
     model: CostModel
-    merge: int = 1  # chunks per task, at most (a merged task's chunks share its fixed cost)
+    merge: int = 1  # chunks per task (merged GPU tasks share one fixed cost)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -427,13 +427,13 @@ class Placement:
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_pools(cls, worker_pools: Iterable, calibration=None, *, gpu_merge: int = 1,
-                   cpu_merge: int = 1, **kwargs) -> "Placement":
+                   **kwargs) -> "Placement":
         """A policy for ``gpuexec.scheduler.cluster.WorkerPool``-like pools (name,
         workers, threads, resources, task_resources, backend), seeded from a
         ``Calibration`` (``calibration.seed(backend)`` gives fixed seconds and events/s
         per slot; None: the same neutral seed for every pool, ``calibration.NEUTRAL_SEED``,
-        so that load decides until times are observed). ``gpu_merge``, ``cpu_merge``:
-        chunks the executor merges into one task of a GPU / CPU pool, at most."""
+        so that load decides until times are observed). ``gpu_merge``: chunks the
+        executor merges into one GPU task."""
         from gpuexec.scheduler import calibration as cal
 
         pools = []
@@ -444,7 +444,7 @@ class Placement:
             backend = getattr(wp, "backend", CPU)
             fixed, throughput = cal.seed_for(calibration, backend)
             pools.append(Pool(wp.name, kind, pool_slots(wp), CostModel(fixed, throughput),
-                              merge=gpu_merge if kind == GPU else cpu_merge))
+                              merge=gpu_merge if kind == GPU else 1))
         return cls(pools, **kwargs)
 
     # -------------------------------------------------------------------- models
@@ -698,7 +698,7 @@ class Placement:
         self._enqueue(chunk, pool, reason, self._now(now), retried_from=old.pool).task = old.task
 
     def mark_merged(self, chunk_ids: Sequence[int]) -> int:
-        """Record that ``chunk_ids`` run as one task (see ``merge_adjacent``); returns the
+        """Record that ``chunk_ids`` run as one task (see ``merge_for_gpu``); returns the
         task number written into their decisions."""
         task = self._next_task
         self._next_task += 1
@@ -1057,7 +1057,7 @@ def _with_range(item, start: int, stop: int):
     return replace(item, entrystart=start, entrystop=stop)
 
 
-def merge_adjacent(items: Sequence, target_events: int) -> MergeResult:
+def merge_for_gpu(items: Sequence, target_events: int) -> MergeResult:
     """Merge runs of adjacent items of one file (same dataset, filename, treename and
     fileuuid; one's entrystop equal to the next's entrystart) into tasks of at most
     ``target_events`` entries (an item already larger stays alone). Items are
