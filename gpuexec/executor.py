@@ -670,11 +670,13 @@ def _say_time_sliced() -> None:
 
 @dataclass
 class _Submitted:
-    """One task in flight: the chunks (indices) it runs, on which pool."""
+    """One task in flight: the chunks (indices) it runs, on which pool, and the workers
+    it is bound to strictly (``_submit``; empty: not bound so)."""
 
     indices: tuple
     pool: str
     future: Any
+    bound: tuple = ()
 
 
 @dataclass
@@ -1344,6 +1346,14 @@ class _Loop:
             tasks = [self.items[i] for i in indices]
         spec = self.pools[pool]
         around = self._around_busy(pool, groups)
+        resources = spec.task_resources_dict() if self.restrict else None
+        # Bound around a busy worker: loosely where any worker may run the task, so that
+        # Dask places it elsewhere should its workers all leave. A task that needs a
+        # pool's resources is bound strictly: Dask's work stealing moves a loosely bound
+        # task to any idle worker, resources or not, and a worker without them failed
+        # (KeyError 'CPU' in its state machine, seen on the H200). ``_watch_bound``
+        # resubmits such a task should its workers all leave.
+        strict = around is not None and bool(resources)
         keys_ = []
         for group in groups:
             number = None
@@ -1361,10 +1371,8 @@ class _Loop:
                 _run_item, tasks, groups, [pool] * len(groups),
                 [tuple(_expected_units(self.items[i]) for i in g) for g in groups],
                 task=self.task, key=keys_, pure=False,
-                resources=spec.task_resources_dict() if self.restrict else None,
-                # loose: should every worker it is bound to leave, Dask places the task
-                # anywhere (bound strictly, a task whose workers died waited forever)
-                workers=around, allow_other_workers=around is not None,
+                resources=resources,
+                workers=around, allow_other_workers=around is not None and not strict,
                 priority=self.ex.priority,
                 retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
             )
@@ -1372,7 +1380,8 @@ class _Loop:
         # runs from its worker event (RUNS_TOPIC); a timing task per chunk cost a quarter of
         # a 40-chunk run on 2 cores
         for group, future in zip(groups, futures):
-            self.in_flight[future.key] = _Submitted(group, pool, future)
+            self.in_flight[future.key] = _Submitted(group, pool, future,
+                                                    tuple(around) if strict else ())
             self.chunks_in_flight += len(group)
             for i in group:
                 self.cover.setdefault(i, set()).add(future.key)
@@ -1614,6 +1623,28 @@ class _Loop:
                     self._fall_back(sub, f"the {name} pool lost its last worker "
                                          "before its output was fetched")
 
+    def _watch_bound(self) -> None:
+        """A task bound strictly to workers that have all left would wait in Dask's
+        "no-worker" state forever: it is cancelled and its chunks submitted again to its
+        pool (bound to whichever of its workers are free now, or not at all)."""
+        stranded = [sub for sub in self.in_flight.values() if sub.bound]
+        if not stranded:
+            return
+        live = _workers(self.client)
+        self.live = live
+        for sub in stranded:
+            if any(address in live for address in sub.bound):
+                continue
+            self._drop(sub)
+            self.client.cancel([sub.future])
+            logger.warning("gpuexec: the workers that %s was bound to have left; it is "
+                           "submitted again to the %s pool", self._label(sub.indices), sub.pool)
+            if self.policy is not None:
+                for i in sub.indices:
+                    self.policy.retry(i, sub.pool, reason="resubmitted: the workers it was "
+                                                          "bound to left")
+            self._submit(sub.pool, list(sub.indices), merge=False)
+
     # ------------------------------------------------------------------ the loop
     def _completed(self, timeout: float) -> list:
         """Watched futures that completed (waiting up to ``timeout`` for the first); a
@@ -1836,6 +1867,7 @@ class _Loop:
             self._update_held()
             if time.monotonic() - last_check >= 1.0:
                 self._watch_gpu_pools()
+                self._watch_bound()
                 last_check = time.monotonic()
             self._refill()
         return self._finish()

@@ -407,10 +407,10 @@ def test_a_gpu_failure_with_a_copy_running_is_recorded_and_not_rerun():
 
 
 def test_a_task_bound_around_a_busy_worker_runs_when_its_workers_leave():
-    """``_submit`` binds tasks loosely (``allow_other_workers``): a task whose bound workers
-    all left runs elsewhere. Bound strictly, such a task stayed in Dask's "no-worker" state
-    and its call waited forever (a metadata task bound to the GPU worker that
-    test_only_gpu_worker_killed_mid_run... then killed)."""
+    """``_submit`` binds tasks that need no resources loosely (``allow_other_workers``): a
+    task whose bound workers all left runs elsewhere. Bound strictly, such a task stayed in
+    Dask's "no-worker" state and its call waited forever (a metadata task bound to the GPU
+    worker that test_only_gpu_worker_killed_mid_run... then killed)."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
@@ -420,6 +420,30 @@ def test_a_task_bound_around_a_busy_worker_runs_when_its_workers_leave():
         future = client.submit(sum, [1, 2], workers=[gone], allow_other_workers=True)
         assert future.result(timeout=30) == 3
         assert list(client.who_has(future)[future.key]) == [other]
+
+
+def test_a_task_bound_strictly_is_resubmitted_when_its_workers_leave():
+    """A task that needs its pool's resources is bound strictly (loosely, Dask's work
+    stealing gave it to a worker without them, whose state machine failed); should its
+    bound workers all leave, the loop cancels it and submits its chunks again."""
+    from gpuexec.executor import _Submitted
+
+    loop = _bare_loop(3)
+    live = {"tcp://b": {"resources": {"CPU": 1}}}
+    loop.client.scheduler_info = lambda n_workers=-1: {"workers": live}
+    future = type("F", (), {"key": "cpu-bound"})()
+    loop.in_flight["cpu-bound"] = _Submitted((0, 1), "cpu", future, ("tcp://a",))
+    loop.chunks_in_flight = 2
+    loop.in_flight["cpu-free"] = _Submitted((2,), "cpu", type("F", (), {"key": "cpu-free"})())
+    loop.chunks_in_flight += 1
+    loop._watch_bound()
+    assert loop.cancels == [future] and "cpu-bound" not in loop.in_flight
+    assert loop.submitted == [("cpu", (0, 1), False)] and "cpu-free" in loop.in_flight
+    assert loop.chunks_in_flight == 3
+    loop.cancels.clear()
+    loop.in_flight["cpu-kept"] = _Submitted((0,), "cpu", future, ("tcp://a", "tcp://b"))
+    loop._watch_bound()  # one of its workers is alive: it stays
+    assert not loop.cancels and "cpu-kept" in loop.in_flight
 
 
 def test_tasks_go_around_a_worker_an_earlier_cancelled_copy_still_occupies():
