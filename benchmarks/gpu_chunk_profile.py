@@ -6,6 +6,7 @@ processor reached on the device (by name, with counts), and a cProfile of the co
 
     python benchmarks/gpu_chunk_profile.py --events 200000 --queries 6,8           # GPU
     python benchmarks/gpu_chunk_profile.py --events 20000 --queries 6 --backend cpu
+    python benchmarks/gpu_chunk_profile.py --queries 8,6 --sizes 50000,200000,800000
 
 Prints a table and writes ``gpu_chunk_profile.json`` (and the profiles as text) under
 ``--out``.
@@ -92,12 +93,50 @@ def profile_query(number: int, path: str, backend: str, top: int) -> dict:
             "profile": text}
 
 
+def task_costs(number: int, path: str, backend: str, sizes: list[int], reps: int = 3) -> list:
+    """Seconds of one task of each size in ``sizes`` (events from the file's start), as a
+    GPU (``backend`` "cuda") or CPU worker runs it, without a profiler: the fastest of
+    ``reps`` after a warm-up. What a task costs apart from its events shows as the
+    per-event cost falling with the size."""
+    from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
+
+    import gpuexec.kernels as gk
+    from examples.adl import make
+    from gpuexec.executor import _Timings, awkward_messages_on_error, stage_events
+
+    proc = make(number)
+    out = []
+    for n in sizes:
+        def events():
+            return NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
+                                               mode="virtual", entry_stop=n).events()
+
+        with gk.using(backend):
+            with awkward_messages_on_error(backend):
+                proc.process(stage_events(events(), backend))
+            runs = []
+            for _ in range(reps):
+                timings = _Timings()
+                staged = stage_events(events(), backend, timings)
+                start = time.perf_counter()
+                with awkward_messages_on_error(backend):
+                    proc.process(staged)
+                runs.append((time.perf_counter() - start, timings.read, timings.transfer))
+        total, read, transfer = min(runs)
+        out.append({"query": number, "backend": backend, "events": n, "seconds": total,
+                    "read": read, "transfer": transfer, "compute": total - read - transfer})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--queries", default="6,8")
     ap.add_argument("--backend", default="cuda", help='"cuda" (awkward\'s device backend) or "cpu"')
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--sizes", default=None,
+                    help="instead of the profile: time tasks of these sizes (events, "
+                         "comma-separated) on the device backend and on the CPU")
     ap.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "out")))
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)  # NanoAOD cross-references
@@ -105,7 +144,30 @@ def main(argv=None) -> int:
     from examples.make_sample import write_sample
 
     tmp = tempfile.TemporaryDirectory(prefix="gpuexec-chunk-")
-    path = write_sample(os.path.join(tmp.name, "adl.root"), args.events, compression="zlib:1")
+    sizes = [int(n) for n in args.sizes.split(",")] if args.sizes else None
+    events = max([args.events] + (sizes or []))
+    path = write_sample(os.path.join(tmp.name, "adl.root"), events, compression="zlib:1")
+    if sizes:
+        from gpuexec import inflate
+
+        inflate.use("auto")  # as GPUExecutor's workers inflate
+        rows = [r for backend in dict.fromkeys([args.backend, "cpu"])
+                for q in args.queries.split(",") for r in task_costs(int(q), path, backend, sizes)]
+        print(f"inflating with {inflate.in_use()}")
+        print(f"{'query':<7}{'backend':<8}{'events':>9}{'total ms':>10}{'read ms':>9}"
+              f"{'h2d ms':>8}{'compute ms':>11}{'us/event':>10}")
+        for r in rows:
+            print(f"Q{r['query']:<6}{r['backend']:<8}{r['events']:>9}{1e3 * r['seconds']:>10.1f}"
+                  f"{1e3 * r['read']:>9.1f}{1e3 * r['transfer']:>8.1f}{1e3 * r['compute']:>11.1f}"
+                  f"{1e6 * r['seconds'] / r['events']:>10.2f}")
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        result = {"machine": {"host": platform.node(), "python": platform.python_version(),
+                              "cores": os.cpu_count()},
+                  "inflate": inflate.in_use(), "task_costs": rows}
+        (out / "gpu_task_costs.json").write_text(json.dumps(result, indent=1))
+        print("wrote", out / "gpu_task_costs.json")
+        return 0
     rows = [profile_query(int(q), path, args.backend, args.top) for q in args.queries.split(",")]
     result = {"machine": {"host": platform.node(), "python": platform.python_version()},
               "backend": args.backend, "events": args.events, "queries": rows}
