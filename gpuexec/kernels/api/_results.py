@@ -4,11 +4,11 @@ without awkward's constructor checks.
 ``ak.contents.NumpyArray(out)`` and ``ak.Array(node)`` check what our kernels already
 guarantee: a 1-d buffer of a primitive dtype on a known awkward backend, and a layout
 without parameters, whose high-level class is therefore ``ak.Array`` whatever the
-behavior. The option mask of min/max/argmin/argmax (``mask_identity``, their default) is
-made the same way: ``ByteMaskedArray(Index8(mask), node)`` checked a contiguous int8
-buffer of the node's own length on its backend, which the kernel wrote (5 us of a call
-on a 2-core VM). Together they were about a quarter of ``gk.sum``'s call floor on the H200 host
-(7 of 29 us; benchmarks/call_floor.py). Here both objects get the attributes the
+behavior. Together they were about a quarter of ``gk.sum``'s call floor on the H200 host
+(7 of 29 us; benchmarks/call_floor.py). The option mask of min/max/argmin/argmax
+(``mask_identity``, their default) is made the same way: ``ByteMaskedArray(Index8(mask),
+node)`` checks a contiguous int8 buffer of the node's length on its backend, which the
+kernel wrote (5 us of a call on a 2-core VM). Here the objects get the attributes the
 constructors would have given them, taken once at import from objects the constructors
 made. Where this awkward's objects do not have the expected shape (another release),
 ``FAST`` is False and the constructors run as before: results never depend on it (a test
