@@ -19,6 +19,7 @@ import pytest
 from coffea import processor
 
 from gpuexec.executor import GPUExecutor, stage_events, to_host
+from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import ClusterSpec, shared_client
 from test_executor import TT, DimuonProcessor, runner
 
@@ -289,11 +290,18 @@ def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference, m
         cluster_module._shared[ex.cluster_spec()].cluster.workers["gpu-0"].autorestart = False
         killed = []
 
+        def runs_a_chunk(keys_) -> bool:
+            # a chunk of events ("...[start:stop]"), not a file's metadata request: killed
+            # while it read metadata, the worker took no chunk with it (the call's chunks
+            # then all ran on the CPU worker, with nothing to re-run or move)
+            return any((k := keys.parse(key)) and k["kind"] == "chunk" and "[" in k["label"]
+                       for key in keys_ or ())
+
         def kill_when_busy():
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 busy = client.processing(workers=[gpu_addr]).get(gpu_addr)
-                if busy:
+                if runs_a_chunk(busy):
                     time.sleep(0.3)
                     os.kill(info[gpu_addr], signal.SIGKILL)
                     killed.append(gpu_addr)
