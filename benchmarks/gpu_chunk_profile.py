@@ -48,17 +48,21 @@ def _recording_kernels(backend_name: str, seen: Counter):
     return lambda: setattr(Backend, "__getitem__", original)
 
 
-def profile_query(number: int, path: str, backend: str, top: int) -> dict:
+def _events_of(path: str, entry_stop: int | None = None):
+    """A function giving fresh NanoEvents of ``path``'s first ``entry_stop`` events, read
+    lazily as a worker reads a chunk."""
     from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
 
+    return lambda: NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
+                                               mode="virtual", entry_stop=entry_stop).events()
+
+
+def profile_query(number: int, path: str, backend: str, top: int) -> dict:
     import gpuexec.kernels as gk
     from examples.adl import make
     from gpuexec.executor import _Timings, awkward_messages_on_error, stage_events
 
-    def events():
-        return NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
-                                           mode="virtual").events()
-
+    events = _events_of(path)
     proc = make(number)
     with gk.using(backend):
         with awkward_messages_on_error(backend):  # warm: modules, caches, imports
@@ -98,8 +102,6 @@ def task_costs(number: int, path: str, backend: str, sizes: list[int], reps: int
     GPU (``backend`` "cuda") or CPU worker runs it, without a profiler: the fastest of
     ``reps`` after a warm-up. What a task costs apart from its events shows as the
     per-event cost falling with the size."""
-    from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
-
     import gpuexec.kernels as gk
     from examples.adl import make
     from gpuexec.executor import _Timings, awkward_messages_on_error, stage_events
@@ -107,10 +109,7 @@ def task_costs(number: int, path: str, backend: str, sizes: list[int], reps: int
     proc = make(number)
     out = []
     for n in sizes:
-        def events():
-            return NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
-                                               mode="virtual", entry_stop=n).events()
-
+        events = _events_of(path, n)
         with gk.using(backend):
             with awkward_messages_on_error(backend):
                 proc.process(stage_events(events(), backend))
