@@ -464,3 +464,116 @@ def _with_params(node: Content, params) -> Content:
     if not params:
         return node
     return node.copy(parameters={**node.parameters, **params})
+
+
+# -- contiguous lists over numbers: element-wise work on the flat values --------------------
+class Structure(NamedTuple):
+    """Contiguous lists over plain numbers, taken apart (``list_structure``)."""
+
+    #: per list level from the top: ("regular", size, length) or ("var", offsets from 0)
+    levels: list
+    values: Any   #: the numbers below, one per element
+    nodes: list   #: the list nodes and the numbers node, from the top (for their parameters)
+
+
+def list_structure(layout: Content, backend) -> Structure:
+    """``layout`` taken apart into its list levels and the flat numbers below them, for
+    element-wise work on the values alone; NotNative where it is anything else
+    (options, records, strings, non-contiguous lists)."""
+    levels, nodes = [], []
+    node = layout
+    while isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray)):
+        if is_stringlike(node):
+            raise NotNative("strings")
+        nodes.append(node)
+        if isinstance(node, C.RegularArray):
+            levels.append(("regular", node.size, node.length))
+            node = node.content[: node.size * node.length]
+            continue
+        lists = list_bounds(node, backend)
+        if lists.offsets is None:
+            raise NotNative(f"{type(node).__name__} with non-contiguous lists")
+        # checked offsets: their ends were read with the check (no host read here)
+        start, stop = validate.ends(lists.offsets) or (int(lists.offsets[0]),
+                                                       int(lists.offsets[-1]))
+        offsets = lists.offsets
+        if start:
+            offsets = backend.kernel("rebase_offsets")(offsets)[0]
+        levels.append(("var", offsets))
+        node = node.content[start:stop]
+    if isinstance(node, C.IndexedArray) and is_numbers(node.content):
+        # numbers through an index (a lazy carry): gathered here, as awkward projects them
+        if node.parameter("__array__") == "categorical":
+            raise NotNative("categorical data")
+    elif not is_numbers(node):
+        raise NotNative(f"{type(node).__name__} where numbers are expected")
+    nodes.append(node)
+    return Structure(levels, leaf_values(node, backend), nodes)
+
+
+def same_structure(structures, backend, *, outer=False) -> bool:
+    """Whether every ``Structure`` has the first one's lists and as many values. With
+    ``outer``, one with fewer levels also matches where its lists are the first one's
+    outer levels and it has a value per item at its depth (an event-level array against
+    lists of the events, as awkward broadcasts it). Offsets that are one buffer compare
+    without a pass; the others are compared on the backend and read back once (on a GPU,
+    one host sync for all of them)."""
+    first = structures[0]
+    pending = []
+    for other in structures[1:]:
+        depth = len(other.levels)
+        if depth != len(first.levels):
+            if not outer or depth > len(first.levels):
+                return False
+            if other.values.shape[0] != items_at(first, depth):
+                return False
+        elif other.values.shape != first.values.shape:
+            return False
+        for x, y in zip(first.levels, other.levels):
+            if x[0] != y[0]:
+                return False
+            if x[0] == "regular":
+                if x[1:] != y[1:]:
+                    return False
+            elif x[1] is not y[1]:
+                if x[1].shape != y[1].shape:
+                    return False
+                pending.append((x[1] == y[1]).all())
+    if not pending:
+        return True
+    return bool(pending[0] if len(pending) == 1 else backend.nplike.stack(pending).all())
+
+
+def items_at(structure: Structure, depth: int) -> int:
+    """How many items a ``Structure`` holds at ``depth`` (0: its lists; its number of
+    levels: its values), known on the host."""
+    if depth == len(structure.levels):
+        return structure.values.shape[0]
+    level = structure.levels[depth]
+    return level[2] if level[0] == "regular" else level[1].shape[0] - 1
+
+
+def broadcast_down(values, structure: Structure, depth: int, backend):
+    """``values``, one per item at ``depth`` of ``structure``'s var lists, repeated for
+    every item below, down to one per number (awkward's broadcast of an outer array into
+    lists)."""
+    nplike = backend.nplike
+    for d in range(depth, len(structure.levels)):
+        ends = structure.levels[d][1][1:]
+        below = nplike.arange(items_at(structure, d + 1), dtype=np.int64)
+        values = values[nplike.searchsorted(ends, below, side="right")]
+    return values
+
+
+def rebuild(levels, leaf: Content, parameters=None) -> Content:
+    """The list levels of a ``Structure`` over a new ``leaf``; ``parameters`` (one dict
+    or None per level, from the top) go on the list nodes."""
+    out = leaf
+    for depth in range(len(levels) - 1, -1, -1):
+        level = levels[depth]
+        params = None if parameters is None else parameters[depth]
+        if level[0] == "regular":
+            out = C.RegularArray(out, level[1], zeros_length=level[2], parameters=params)
+        else:
+            out = C.ListOffsetArray(ak.index.Index64(level[1]), out, parameters=params)
+    return out

@@ -9,10 +9,11 @@ Two levels:
   lists crossing many tiles, runs of empty lists, one list of 70 000 (the merge-path sort),
   offsets starting above 0 and misaligned views;
 - public API: take (1-D, jagged and option-type jagged index), filter (jagged, option and
-  1-D masks), to_packed, fill_none, where, sort, argsort, local_index, flatten, num, combinations /
-  argcombinations (n = 2, 3), cartesian / argcartesian for every dtype and layout of
-  tests/jagged.py and both strategies of the table (split, fused), on device arrays,
-  against awkward on the host (values, types, option structure), with no hand-off.
+  1-D masks), to_packed, fill_none, where, elementwise, sort, argsort, local_index,
+  flatten, num, combinations / argcombinations (n = 2, 3), cartesian / argcartesian for
+  every dtype and layout of tests/jagged.py and both strategies of the table (split,
+  fused), on device arrays, against awkward on the host (values, types, option
+  structure), with no hand-off.
 
 Every step runs in this environment: none reaches a kernel of awkward's own "cuda" backend
 that it takes from cuda.compute (those need numba-cuda-mlir, which the device image lacks;
@@ -67,6 +68,16 @@ def same(want_fn, got_fn, be, *, native=True):
     got = run(got_fn, be, native=native)
     assert_same(got, want)
     return got
+
+
+def _quiet(fn, *args, **kwargs):
+    """``fn(*args)`` without numpy's RuntimeWarnings (overflow and invalid values are
+    part of the random data; the values are compared, not the warnings)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return fn(*args, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +139,14 @@ def test_public_functions_match_awkward(group, dtype, layout, strategy, backends
             condd = device(cond)
             same(lambda: ak.where(cond, x, 0), lambda: gk.where(condd, xd, 0, backend=be), be,
                  native=layout in ("listoffset", "sliced", "regular", "indexed_below"))
+        # elementwise math on the flat values (numbers as awkward promotes them: NEP 50)
+        local = ak.local_index(x, axis=-1)
+        locald = device(local)
+        for fn in (lambda v, i: v * 2.0 + i, lambda v, i: (v > 1) | (i == 0),
+                   lambda v, i: np.maximum(v, i) - np.float32(0.5), lambda v, i: v * 3 - i):
+            same(lambda: _quiet(fn, x, local),
+                 lambda: _quiet(gk.elementwise, fn, xd, locald, backend=be), be,
+                 native=layout in ("listoffset", "sliced", "regular", "depth3", "indexed_below"))
     else:
         local = ak.local_index(x, axis=-1)
         masks = [local % 3 != 1, ak.from_regular(local % 2 == 0, axis=-1) if layout == "regular"

@@ -6,4 +6,5 @@ from gpuexec.kernels.api.reductions import all, any, argmax, argmin, count, coun
 from gpuexec.kernels.api.indexing import filter, take, to_packed  # noqa: F401
 from gpuexec.kernels.api.options import fill_none  # noqa: F401
 from gpuexec.kernels.api.choice import where  # noqa: F401
+from gpuexec.kernels.api.elementwise import elementwise  # noqa: F401
 from gpuexec.kernels.api.structure import argcartesian, argcombinations, argsort, cartesian, combinations, flatten, local_index, num, sort  # noqa: F401,E501
