@@ -122,7 +122,7 @@ class Q3(ADLQuery):
     binning = {"jet_pt": (100, 15.0, 60.0, "jet $p_T$ ($|\\eta| < 1$) [GeV]")}
 
     def observables(self, cols):
-        central = np.abs(cols["Jet.eta"]) < 1.0
+        central = gk.elementwise(lambda eta: np.abs(eta) < 1.0, cols["Jet.eta"])
         return {"jet_pt": gk.flatten(gk.filter(cols["Jet.pt"], central), axis=1)}
 
 
@@ -132,8 +132,8 @@ class Q4(ADLQuery):
     binning = {"met": (100, 0.0, 2000.0, "$E_T^{miss}$ [GeV]")}
 
     def observables(self, cols):
-        n_hard = gk.count_nonzero(cols["Jet.pt"] > 40.0, axis=1)
-        return {"met": cols["MET.pt"][n_hard >= 2]}
+        n_hard = gk.count_nonzero(gk.elementwise(lambda pt: pt > 40.0, cols["Jet.pt"]), axis=1)
+        return {"met": gk.filter(cols["MET.pt"], gk.elementwise(lambda n: n >= 2, n_hard))}
 
 
 class Q5(ADLQuery):
@@ -150,7 +150,7 @@ class Q5(ADLQuery):
         m = kin.mass(kin.add(_take(muons, first), _take(muons, second)))
         z_like = gk.elementwise(lambda o, m: o & (m > 60.0) & (m < 120.0), opposite, m)
         has_z = gk.any(z_like, axis=1)
-        return {"met": cols["MET.pt"][has_z]}
+        return {"met": gk.filter(cols["MET.pt"], has_z)}
 
 
 class Q6(ADLQuery):
@@ -160,7 +160,7 @@ class Q6(ADLQuery):
                "trijet_btag": (100, 0.0, 1.0, "max b-tag in trijet")}
 
     def observables(self, cols):
-        enough = gk.num(cols["Jet.pt"], axis=1) >= 3
+        enough = gk.elementwise(lambda n: n >= 3, gk.num(cols["Jet.pt"], axis=1))
         jets = {name: gk.filter(array, enough) for name, array in cols.items()}
         triplets = gk.argcombinations(jets["Jet.pt"], 3, axis=1)
         members = [triplets[k] for k in ("0", "1", "2")]
@@ -181,18 +181,22 @@ class Q7(ADLQuery):
     binning = {"ht": (100, 15.0, 200.0, "$\\sum p_T$ of isolated jets [GeV]")}
 
     def observables(self, cols):
-        hard = cols["Jet.pt"] > 30.0
+        hard = gk.elementwise(lambda pt: pt > 30.0, cols["Jet.pt"])
         jet_pt, jet_eta, jet_phi = (gk.filter(cols[f"Jet.{f}"], hard) for f in ("pt", "eta", "phi"))
-        near_lepton = None
+        near = []
         for lepton in ("Muon", "Electron"):
-            keep = cols[f"{lepton}.pt"] > 10.0
-            eta = gk.cartesian([jet_eta, gk.filter(cols[f"{lepton}.eta"], keep)], axis=1, nested=True)
-            phi = gk.cartesian([jet_phi, gk.filter(cols[f"{lepton}.phi"], keep)], axis=1, nested=True)
-            near = gk.any(kin.delta_r(eta["0"], phi["0"], eta["1"], phi["1"]) < 0.4, axis=2)
-            near_lepton = near if near_lepton is None else near_lepton | near
-        isolated_pt = gk.filter(kin.f64(jet_pt), ~near_lepton)
-        has_jet = gk.num(isolated_pt, axis=1) > 0
-        return {"ht": gk.sum(isolated_pt, axis=1)[has_jet]}
+            keep = gk.elementwise(lambda pt: pt > 10.0, cols[f"{lepton}.pt"])
+            eta = gk.cartesian([jet_eta, gk.filter(cols[f"{lepton}.eta"], keep)], axis=1,
+                               nested=True)
+            phi = gk.cartesian([jet_phi, gk.filter(cols[f"{lepton}.phi"], keep)], axis=1,
+                               nested=True)
+            close = gk.elementwise(lambda dr: dr < 0.4,
+                                   kin.delta_r(eta["0"], phi["0"], eta["1"], phi["1"]))
+            near.append(gk.any(close, axis=2))
+        isolated = gk.elementwise(lambda mu, e: ~(mu | e), *near)
+        isolated_pt = gk.filter(kin.f64(jet_pt), isolated)
+        has_jet = gk.elementwise(lambda n: n > 0, gk.num(isolated_pt, axis=1))
+        return {"ht": gk.filter(gk.sum(isolated_pt, axis=1), has_jet)}
 
 
 class Q8(ADLQuery):
