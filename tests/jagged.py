@@ -28,6 +28,21 @@ LAYOUTS = [
     "depth3",            # lists of lists of numbers
 ]
 
+# contiguous lists over numbers, or over an IndexedArray of numbers: the layouts that
+# element-wise functions (gk.where, gk.elementwise) run natively
+NATIVE_LAYOUTS = ["listoffset", "sliced", "regular", "depth3", "indexed_below"]
+
+
+def with_values(arr, flat):
+    """``flat`` values (one per number of ``arr``) in the list structure of ``arr``."""
+    layout = ak.to_packed(arr).layout
+
+    def rebuild(node):
+        if isinstance(node, ak.contents.NumpyArray):
+            return ak.contents.NumpyArray(ak.to_numpy(flat))
+        return node.copy(content=rebuild(node.content))
+    return ak.Array(rebuild(layout))
+
 
 # -- comparison --------------------------------------------------------------------
 def _bits(x):

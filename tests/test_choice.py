@@ -12,29 +12,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gpuexec.kernels as gk
-from jagged import assert_same, jagged
+from jagged import NATIVE_LAYOUTS, assert_same, jagged, with_values
 
 NUMBERS = [0, -1, 2.5, np.inf, np.float32(1.5), np.int8(3), np.uint16(9)]
 # contiguous lists over numbers, or over an IndexedArray of numbers (gathered natively)
-NATIVE_LAYOUTS = ["listoffset", "sliced", "regular", "depth3", "indexed_below"]
-
-
-def _like(arr, flat):
-    """``flat`` values in the list structure of ``arr`` (any depth)."""
-    layout = ak.to_packed(arr).layout
-    def rebuild(node):
-        if isinstance(node, ak.contents.NumpyArray):
-            return ak.contents.NumpyArray(ak.to_numpy(flat))
-        return node.copy(content=rebuild(node.content))
-    return ak.Array(rebuild(layout))
-
-
 @given(arr=st.sampled_from(NATIVE_LAYOUTS + ["listarray"]).flatmap(
            lambda layout: jagged(layout=layout)),
        seed=st.integers(0, 2**32 - 1), number=st.sampled_from(NUMBERS),
        number_first=st.booleans())
 def test_where_matches_awkward(arr, seed, number, number_first):
-    cond = _like(arr, ak.Array(np.random.default_rng(seed).random(
+    cond = with_values(arr, ak.Array(np.random.default_rng(seed).random(
         len(ak.flatten(arr, axis=None))) < 0.5))
     args = (cond, number, arr) if number_first else (cond, arr, number)
     gk.reset_stats()
@@ -49,8 +36,8 @@ def test_where_of_two_arrays_runs_natively(layout, data):
     arr = data.draw(jagged(layout=layout))
     seed = data.draw(st.integers(0, 2**32 - 1))
     flat = ak.flatten(arr, axis=None)
-    cond = _like(arr, ak.Array(np.random.default_rng(seed).random(len(flat)) < 0.5))
-    other = _like(arr, ak.Array(np.asarray(ak.to_numpy(flat))[::-1].copy()))
+    cond = with_values(arr, ak.Array(np.random.default_rng(seed).random(len(flat)) < 0.5))
+    other = with_values(arr, ak.Array(np.asarray(ak.to_numpy(flat))[::-1].copy()))
     gk.reset_stats()
     got = gk.where(cond, arr, other)
     assert gk.stats()["n_handoffs"] == 0, gk.stats()["handoff_reasons"]

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from jagged import ALL_DTYPES, LAYOUTS, assert_same, jagged
-from test_choice import NATIVE_LAYOUTS, _like
+from jagged import ALL_DTYPES, LAYOUTS, NATIVE_LAYOUTS, assert_same, jagged, with_values
 
 import gpuexec.kernels as gk
 
@@ -67,7 +66,7 @@ def test_elementwise_matches_awkward(arr, name, number, seed, with_array):
     fn = FUNCTIONS[name]
     if with_array:
         flat = np.asarray(ak.to_numpy(ak.flatten(arr, axis=None)))
-        other = _like(arr, ak.Array(np.random.default_rng(seed).permutation(flat)))
+        other = with_values(arr, ak.Array(np.random.default_rng(seed).permutation(flat)))
         args = (arr, other)
     else:
         args = (arr, number)
@@ -80,7 +79,7 @@ def test_elementwise_of_one_structure_runs_natively(layout, data):
     dtype = data.draw(st.sampled_from([d for d in ALL_DTYPES if d != "bool"]))
     arr = data.draw(jagged(dtype=dtype, layout=layout))
     flat = np.asarray(ak.to_numpy(ak.flatten(arr, axis=None)))
-    other = _like(arr, ak.Array(flat[::-1].copy()))
+    other = with_values(arr, ak.Array(flat[::-1].copy()))
 
     def two_results(x, y):
         return x + y, x >= y
@@ -126,7 +125,9 @@ def test_parameters_are_the_common_ones():
         got = gk.elementwise(fn, *args)
         assert gk.stats()["n_handoffs"] == 0
         want = fn(*args)
-        assert_same(got, want)
+        # awkward intersects parameters through a set: their order in a type string varies
+        assert_same(got, want, check_type=False)
+        assert str(ak.without_parameters(got).type) == str(ak.without_parameters(want).type)
         assert got.layout.parameters == want.layout.parameters
         assert got.layout.content.parameters == want.layout.content.parameters
 
@@ -143,6 +144,7 @@ def test_what_awkward_must_decide_is_handed_off():
         "option type": (lambda p: p + 1, (ak.Array([[1.0], None, [2.0]]),)),
         "named lists": (lambda p: p + 1, (ak.with_parameter(a, "__list__", "Thing"),)),
         "numpy argument": (lambda p, q: p + q, (a, np.float64(1.0))),  # a number: native
+        "Python integer outside uint8": (lambda p, q: p < q, (ak.values_astype(a, np.uint8), -1)),
     }
     for name, (fn, args) in cases.items():
         gk.reset_stats()
@@ -163,7 +165,7 @@ def test_outer_arrays_broadcast_into_the_lists_natively(layout, data):
     rng = np.random.default_rng(seed)
     outers = [ak.Array(rng.integers(-3, 4, size=len(arr)))]
     if arr.ndim == 3:
-        outers.append(ak.values_astype(_like(ak.num(arr, axis=2), ak.Array(
+        outers.append(ak.values_astype(with_values(ak.num(arr, axis=2), ak.Array(
             rng.random(int(ak.sum(ak.num(arr, axis=1)))))), np.float32))
     for outer in outers:
         for fn, args in [(lambda x, e: x * e + 1, (arr, outer)),

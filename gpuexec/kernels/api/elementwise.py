@@ -12,8 +12,9 @@ applies each ufunc to the flat buffers too, with NEP 50 promotion of Python numb
 which NumPy 2 and CuPy apply themselves). Parameters are those every array argument
 has in common at each level (awkward intersects them per operation; the two agree
 whenever the arguments carry the same parameters, as the columns of one collection
-do). Arguments of different list structure, options, records, strings and lists named
-for behaviors (``__list__``, ``__array__``, ``__record__``) go to awkward's route.
+do). Arguments of different list structure, options, records, strings, lists named
+for behaviors (``__list__``, ``__array__``, ``__record__``) and Python integers outside an
+integer argument's dtype go to awkward's route.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def elementwise(fn, *arrays, backend):
     numbers as they are; it returns one array of the values' length or a tuple of them,
     and ``elementwise`` returns an ``ak.Array`` (or a tuple of them) with the lists of
     the arguments."""
-    structures, call_args, positions, like = [], [], [], None
+    structures, call_args, positions, python_ints, like = [], [], [], [], None
     for a in arrays:
         if isinstance(a, (ak.Array, C.Content)):
             layout = L.to_layout(a)
@@ -59,11 +60,14 @@ def elementwise(fn, *arrays, backend):
                 like = a
         elif isinstance(a, (numbers.Number, np.generic)):
             call_args.append(a)
+            if type(a) is int:
+                python_ints.append(a)
         else:
             raise NotNative(f"{type(a).__name__} argument (awkward arrays and numbers run "
                             "natively)")
     if not structures:
         raise NotNative("no awkward array among the arguments")
+    _numbers_fit(python_ints, structures)
     template = max(structures, key=lambda s: len(s.levels))  # the first of the deepest
     if not L.same_structure([template] + structures, backend, outer=True):
         raise NotNative("arguments of different list structure")
@@ -104,17 +108,32 @@ def _no_behavior_names(structure) -> None:
 
 
 def _common_parameters(structures) -> list:
-    """Per node from the top: the parameters every argument has (same key and value)."""
+    """Per node from the top: the parameters every argument has (same key and a value
+    that is not None), as awkward's ``parameters_intersect`` keeps them."""
     out = []
     for nodes in zip(*(s.nodes for s in structures)):
         first = nodes[0]._parameters
         if not first:
             out.append(None)
             continue
-        common = {k: v for k, v in first.items()
-                  if all((n._parameters or {}).get(k, _MISSING) == v for n in nodes[1:])}
+        common = {k: v for k, v in first.items() if v is not None
+                  and all((n._parameters or {}).get(k, _MISSING) == v for n in nodes[1:])}
         out.append(common or None)
     return out
+
+
+def _numbers_fit(numbers_, structures) -> None:
+    """awkward turns a Python integer into an array of the dtype the ufunc resolves
+    (NEP 50), which raises where it does not fit (-1 against uint8); numpy compares
+    such a number without converting it. Where one does not fit an integer argument's
+    dtype, awkward's route decides."""
+    for value in numbers_:
+        for s in structures:
+            dtype = s.values.dtype
+            if dtype.kind in "iu":
+                info = np.iinfo(dtype)
+                if not info.min <= value <= info.max:
+                    raise NotNative(f"the Python integer {value} outside {dtype}")
 
 
 _MISSING = object()
