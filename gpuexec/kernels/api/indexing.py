@@ -146,7 +146,9 @@ def _filter(layout, mask, backend, name):
             values = values.astype(np.bool_)
         validate.mask_dtype(values, name)
         validate.same_length(layout.length, values.shape[0], name)
-        return _events(layout, backend.nplike.nonzero(values)[0].astype(np.int64), backend)
+        # (nonzero gives int64 on numpy and CuPy: no copy)
+        rows = backend.nplike.nonzero(values)[0].astype(np.int64, copy=False)
+        return _events(layout, rows, backend)
     regular = _regular_index(mask)
     if regular is not None:
         return _filter_numpy_style(layout, mask.length, *regular, backend, name)
@@ -224,7 +226,7 @@ def _jagged(node, idx, backend, name, leaf_fn):
     is_, it, ioff = i.starts, i.stops, i.offsets
     valid = x.valid if i.valid is None else (i.valid if x.valid is None else x.valid & i.valid)
     if valid is not None:  # rows that are None on either side are None in the result
-        rows = backend.nplike.nonzero(valid)[0].astype(np.int64)
+        rows = backend.nplike.nonzero(valid)[0].astype(np.int64, copy=False)
         carry = backend.kernel("carry", "int64")
         xs, xt, is_, it = carry(xs, rows), carry(xt, rows), carry(is_, rows), carry(it, rows)
         xoff = ioff = None
