@@ -276,3 +276,41 @@ def test_results_are_valid_layouts(arr):
     """Results pass awkward's own validity check (they feed later calls)."""
     out = gk.filter(arr, ak.from_regular(ak.local_index(arr, axis=-1) % 2 == 0, axis=-1))
     assert ak.validity_error(out) == ""
+
+
+def test_columns_of_one_collection_filtered_by_one_mask_share_their_lists():
+    """Columns that share their offsets (one NanoEvents collection), selected by one event
+    mask: the kept lists are laid out once, and the results share one offsets buffer
+    (later element-wise work and offsets checks see one structure)."""
+    offsets = ak.index.Index64(np.array([0, 2, 2, 5, 6], dtype=np.int64))
+    columns = [ak.Array(ak.contents.ListOffsetArray(offsets, ak.contents.NumpyArray(
+        np.arange(6, dtype=dtype)))) for dtype in (np.float32, np.int32, np.float64)]
+    mask = ak.Array(np.array([True, False, True, True]))
+    with gk.counting() as seen:
+        picked = [gk.filter(c, mask) for c in columns]
+    assert seen["kernels"].get("compact_offsets") == 1, seen["kernels"]
+    assert len({id(p.layout.offsets.data) for p in picked}) == 1
+    for got, column in zip(picked, columns):
+        assert_same(got, column[mask])
+    # another mask, or another collection, is laid out anew
+    other = ak.Array(np.array([False, True, True, True]))
+    assert_same(gk.filter(columns[0], other), columns[0][other])
+    assert gk.filter(columns[0], other).layout.offsets.data is not picked[0].layout.offsets.data
+
+
+def test_remembered_selections_go_with_their_buffers():
+    import gc
+
+    from gpuexec.kernels import layout as L
+    from gpuexec.kernels.api import indexing as I
+
+    gc.collect()
+    before = (len(L._selections._entries), len(I._kept_rows._entries))
+    column = ak.Array([[1.0, 2.0], [], [3.0]])
+    mask = ak.Array(np.array([True, False, True]))
+    gk.filter(column, mask)
+    during = (len(L._selections._entries), len(I._kept_rows._entries))
+    assert during[0] > before[0] and during[1] > before[1]
+    del column, mask
+    gc.collect()
+    assert (len(L._selections._entries), len(I._kept_rows._entries)) == before

@@ -17,6 +17,7 @@ Every buffer read here is checked by ``validate`` before a kernel sees it.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, NamedTuple
 
 import awkward as ak
@@ -406,17 +407,16 @@ def packed(node: Content, backend, index=None) -> Content:
         return C.ListOffsetArray(ak.index.Index64(new_offsets),
                                  packed(node.content[first:last], backend), parameters=params)
     if isinstance(node, (C.ListOffsetArray, C.ListArray, C.RegularArray)):
+        if index is not None and not isinstance(node, C.RegularArray):
+            new_offsets, positions = _selected_lists(node, index, backend)
+            content = packed(carry(node.content, positions, backend), backend)
+            return C.ListOffsetArray(ak.index.Index64(new_offsets), content, parameters=params)
         lists = list_bounds(node, backend)
         starts, stops, offsets = lists.starts, lists.stops, lists.offsets
-        if index is not None:
-            if isinstance(node, C.RegularArray):
-                content = packed(node.content, backend,
-                                 _regular_positions(index, node.size, backend))
-                return C.RegularArray(content, node.size, zeros_length=n, parameters=params)
-            starts = _carry_buffer(backend, starts, index)
-            stops = _carry_buffer(backend, stops, index)
-            offsets = None
-        elif isinstance(node, C.RegularArray):
+        if index is not None:  # regular lists
+            content = packed(node.content, backend, _regular_positions(index, node.size, backend))
+            return C.RegularArray(content, node.size, zeros_length=n, parameters=params)
+        if isinstance(node, C.RegularArray):
             return C.RegularArray(packed(node.content[: n * node.size], backend), node.size,
                                   zeros_length=n, parameters=params)
         new_offsets, content = runs(starts, stops, offsets, node.content, backend)
@@ -453,6 +453,58 @@ def packed(node: Content, backend, index=None) -> Content:
         return C.RecordArray(fields, None if node.is_tuple else node.fields, length=n,
                              parameters=params)
     raise NotNative(f"{type(node).__name__} in to_packed")
+
+
+class _WeakMemo:
+    """Results keyed by the identity of buffers, forgotten when any of them goes (layouts
+    are immutable, awkward's contract, so a result for these very buffers stays valid)."""
+
+    def __init__(self):
+        self._entries: dict = {}
+
+    def get(self, keys):
+        entry = self._entries.get(tuple(map(id, keys)))
+        if entry is None or any(ref() is not k for ref, k in zip(entry[0], keys)):
+            return None
+        return entry[1]
+
+    def put(self, keys, value) -> None:
+        key = tuple(map(id, keys))
+        try:
+            refs = tuple(weakref.ref(k, lambda _, key=key: self._entries.pop(key, None))
+                         for k in keys)
+        except TypeError:  # a buffer type without weak references: never remembered
+            return
+        self._entries[key] = (refs, value)
+
+
+# (a list node's own buffers, a row index) -> the selected lists' offsets and positions
+_selections = _WeakMemo()
+
+
+def _selected_lists(node: Content, index, backend):
+    """(offsets from 0, positions in ``node``'s content) of the lists ``node[index]``
+    (a ListOffsetArray or ListArray). Remembered per (the node's offsets or starts and
+    stops, the index): the columns of one collection share their offsets, so the rows
+    an event selection keeps are laid out once for all of them, and their results share
+    one offsets buffer (later element-wise work compares them by identity, and the
+    offsets check runs once)."""
+    own = ((node.offsets.data,) if isinstance(node, C.ListOffsetArray)
+           else (node.starts.data, node.stops.data))
+    keys = own + (index,)
+    found = _selections.get(keys)
+    if found is not None:
+        return found
+    lists = list_bounds(node, backend)
+    starts = _carry_buffer(backend, lists.starts, index)
+    stops = _carry_buffer(backend, lists.stops, index)
+    if starts.shape[0] == 0:
+        found = (backend.nplike.zeros(1, dtype=np.int64), backend.nplike.zeros(0, dtype=np.int64))
+    else:
+        new_offsets = backend.kernel("compact_offsets")(starts, stops)
+        found = (new_offsets, backend.kernel("list_carry_index")(starts, new_offsets))
+    _selections.put(keys, found)
+    return found
 
 
 def _regular_positions(index, size, backend):

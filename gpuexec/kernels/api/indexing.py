@@ -146,13 +146,26 @@ def _filter(layout, mask, backend, name):
             values = values.astype(np.bool_)
         validate.mask_dtype(values, name)
         validate.same_length(layout.length, values.shape[0], name)
-        # (nonzero gives int64 on numpy and CuPy: no copy)
-        rows = backend.nplike.nonzero(values)[0].astype(np.int64, copy=False)
-        return _events(layout, rows, backend)
+        return _events(layout, _rows(values, backend), backend)
     regular = _regular_index(mask)
     if regular is not None:
         return _filter_numpy_style(layout, mask.length, *regular, backend, name)
     return _jagged(layout, mask, backend, name, _select)
+
+
+# mask buffer -> the rows it keeps: a processor filters every column of its events by one
+# mask, and one rows object lets the columns share their selected lists (layout.packed)
+_kept_rows = L._WeakMemo()
+
+
+def _rows(mask_values, backend):
+    """int64 positions of the True entries of a 1-D mask, once per mask buffer."""
+    rows = _kept_rows.get((mask_values,))
+    if rows is None:
+        # (nonzero gives int64 on numpy and CuPy: no copy)
+        rows = backend.nplike.nonzero(mask_values)[0].astype(np.int64, copy=False)
+        _kept_rows.put((mask_values,), rows)
+    return rows
 
 
 # -- a regular index without missing values: numpy's advanced indexing (awkward's rule) ------
