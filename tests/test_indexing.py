@@ -314,3 +314,16 @@ def test_remembered_selections_go_with_their_buffers():
     del column, mask
     gc.collect()
     assert (len(L._selections._entries), len(I._kept_rows._entries)) == before
+
+
+def test_a_remembered_selection_still_checks_its_lists():
+    """Two arrays sharing an offsets buffer, the second over a content too short for it:
+    the second selection raises although the first was remembered."""
+    offsets = ak.index.Index64(np.array([0, 2, 4], dtype=np.int64))
+    good = ak.Array(ak.contents.ListOffsetArray(offsets, ak.contents.NumpyArray(np.arange(4.0))))
+    bad = ak.Array(ak.contents.ListOffsetArray(offsets, ak.contents.NumpyArray(np.arange(3.0))),
+                   check_valid=False)
+    mask = ak.Array(np.array([True, True]))
+    assert_same(gk.filter(good, mask), good[mask])
+    with pytest.raises(ValueError, match="exceeds the length of the content"):
+        gk.filter(bad, mask)

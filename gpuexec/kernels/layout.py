@@ -489,13 +489,15 @@ def _selected_lists(node: Content, index, backend):
     an event selection keeps are laid out once for all of them, and their results share
     one offsets buffer (later element-wise work compares them by identity, and the
     offsets check runs once)."""
+    # checked on every call (a buffer shared with a shorter content must still fail; a
+    # checked offsets buffer is remembered, validate.offsets)
+    lists = list_bounds(node, backend)
     own = ((node.offsets.data,) if isinstance(node, C.ListOffsetArray)
            else (node.starts.data, node.stops.data))
     keys = own + (index,)
     found = _selections.get(keys)
     if found is not None:
         return found
-    lists = list_bounds(node, backend)
     starts = _carry_buffer(backend, lists.starts, index)
     stops = _carry_buffer(backend, lists.stops, index)
     if starts.shape[0] == 0:
