@@ -1,4 +1,4 @@
-"""GPU timing shared by the GPU benchmarks.
+"""GPU timing shared by the GPU benchmarks (and the wall time of a call, ``wall_median``).
 
 ``event_time`` times ``inner`` calls issued back to back between two CUDA events and
 divides: the host work of issuing one call (Python, the launch itself: 10-80 us for
@@ -27,6 +27,24 @@ def awkward_cuda_extras() -> str | None:
     except ImportError:
         return None
     return getattr(numba_cuda_mlir, "__version__", "installed")
+
+
+def wall_median(fn, sync, calls: int, warmup: int = 0) -> float:
+    """Median wall seconds of one call of ``fn`` followed by ``sync()`` (what a caller
+    waits for, host work included), over ``calls`` calls after ``warmup`` untimed ones."""
+    import statistics
+    import time
+
+    for _ in range(warmup):
+        fn()
+        sync()
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def event_time(cp, fn, reps: int = 10, warmup: int = 2, inner: int = 10) -> float:

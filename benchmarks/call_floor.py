@@ -15,23 +15,16 @@ import cProfile
 import io
 import json
 import pstats
-import statistics
-import time
 
 import awkward as ak
 import numpy as np
 
 import gpuexec.kernels as gk
+from _gputime import wall_median
 
 
 def median_us(fn, calls, sync):
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+    return wall_median(fn, sync, calls) * 1e6
 
 
 def stages_us(x, backend, calls):

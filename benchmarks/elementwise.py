@@ -24,9 +24,7 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import awkward as ak
@@ -36,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import gpuexec.kernels as gk  # noqa: E402
+from _gputime import wall_median  # noqa: E402 - beside this script
 from examples.adl import kinematics as kin  # noqa: E402
 
 
@@ -62,15 +61,7 @@ def _sync(backend: str):
 
 
 def median_ms(fn, sync, calls: int) -> float:
-    fn()
-    sync()
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    return wall_median(fn, sync, calls, warmup=1) * 1e3
 
 
 def _pair_mass(*components):
@@ -78,8 +69,8 @@ def _pair_mass(*components):
 
 
 def _same(got, want, backend: str) -> None:
-    got, want = (got,) if not isinstance(got, tuple) else got, (
-        (want,) if not isinstance(want, tuple) else want)
+    if not isinstance(got, tuple):
+        got, want = (got,), (want,)
     for g, w in zip(got, want, strict=True):
         g = ak.to_numpy(ak.flatten(ak.to_backend(g, "cpu"), axis=None))
         w = ak.to_numpy(ak.flatten(ak.to_backend(w, "cpu"), axis=None))

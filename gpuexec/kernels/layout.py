@@ -17,7 +17,6 @@ Every buffer read here is checked by ``validate`` before a kernel sees it.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any, NamedTuple
 
 import awkward as ak
@@ -25,6 +24,7 @@ import numpy as np
 
 from gpuexec.kernels import validate
 from gpuexec.kernels.api._common import NotNative
+from gpuexec.kernels.memo import WeakMemo
 
 Content = ak.contents.Content
 C = ak.contents
@@ -303,19 +303,26 @@ def runs(starts, stops, offsets, content: Content, backend):
     ``offsets[-1]`` entries (callers need not cut it: on a GPU reading that length is a
     host sync); ``offsets`` (the lists' own offsets, when they are already one run)
     avoids any gather."""
-    nplike = backend.nplike
-    n = starts.shape[0]
-    if n == 0:
-        return nplike.zeros(1, dtype=np.int64), content[0:0]
+    if starts.shape[0] == 0:
+        return backend.nplike.zeros(1, dtype=np.int64), content[0:0]
     if offsets is not None:
         # checked offsets: their ends were read with the check
         first, last = validate.ends(offsets) or (int(offsets[0]), int(offsets[-1]))
         if first == 0:
             return offsets, content[:last]
         return backend.kernel("rebase_offsets")(offsets)[0], content[first:last]
-    new_offsets = backend.kernel("compact_offsets")(starts, stops)
-    positions = backend.kernel("list_carry_index")(starts, new_offsets)
+    new_offsets, positions = _compacted(starts, stops, backend)
     return new_offsets, carry(content, positions, backend)
+
+
+def _compacted(starts, stops, backend):
+    """(offsets from 0, positions in the content) of the lists [starts, stops) laid one
+    after another."""
+    if starts.shape[0] == 0:
+        return (backend.nplike.zeros(1, dtype=np.int64),
+                backend.nplike.zeros(0, dtype=np.int64))
+    new_offsets = backend.kernel("compact_offsets")(starts, stops)
+    return new_offsets, backend.kernel("list_carry_index")(starts, new_offsets)
 
 
 def option_index(valid, backend):
@@ -455,31 +462,8 @@ def packed(node: Content, backend, index=None) -> Content:
     raise NotNative(f"{type(node).__name__} in to_packed")
 
 
-class _WeakMemo:
-    """Results keyed by the identity of buffers, forgotten when any of them goes (layouts
-    are immutable, awkward's contract, so a result for these very buffers stays valid)."""
-
-    def __init__(self):
-        self._entries: dict = {}
-
-    def get(self, keys):
-        entry = self._entries.get(tuple(map(id, keys)))
-        if entry is None or any(ref() is not k for ref, k in zip(entry[0], keys)):
-            return None
-        return entry[1]
-
-    def put(self, keys, value) -> None:
-        key = tuple(map(id, keys))
-        try:
-            refs = tuple(weakref.ref(k, lambda _, key=key: self._entries.pop(key, None))
-                         for k in keys)
-        except TypeError:  # a buffer type without weak references: never remembered
-            return
-        self._entries[key] = (refs, value)
-
-
 # (a list node's own buffers, a row index) -> the selected lists' offsets and positions
-_selections = _WeakMemo()
+_selections = WeakMemo()
 
 
 def _selected_lists(node: Content, index, backend):
@@ -494,18 +478,11 @@ def _selected_lists(node: Content, index, backend):
     lists = list_bounds(node, backend)
     own = ((node.offsets.data,) if isinstance(node, C.ListOffsetArray)
            else (node.starts.data, node.stops.data))
-    keys = own + (index,)
-    found = _selections.get(keys)
-    if found is not None:
-        return found
-    starts = _carry_buffer(backend, lists.starts, index)
-    stops = _carry_buffer(backend, lists.stops, index)
-    if starts.shape[0] == 0:
-        found = (backend.nplike.zeros(1, dtype=np.int64), backend.nplike.zeros(0, dtype=np.int64))
-    else:
-        new_offsets = backend.kernel("compact_offsets")(starts, stops)
-        found = (new_offsets, backend.kernel("list_carry_index")(starts, new_offsets))
-    _selections.put(keys, found)
+    found = _selections.get(*own, index)
+    if found is None:
+        found = _compacted(_carry_buffer(backend, lists.starts, index),
+                           _carry_buffer(backend, lists.stops, index), backend)
+        _selections.put(found, *own, index)
     return found
 
 
@@ -547,14 +524,8 @@ def list_structure(layout: Content, backend) -> Structure:
         lists = list_bounds(node, backend)
         if lists.offsets is None:
             raise NotNative(f"{type(node).__name__} with non-contiguous lists")
-        # checked offsets: their ends were read with the check (no host read here)
-        start, stop = validate.ends(lists.offsets) or (int(lists.offsets[0]),
-                                                       int(lists.offsets[-1]))
-        offsets = lists.offsets
-        if start:
-            offsets = backend.kernel("rebase_offsets")(offsets)[0]
+        offsets, node = runs(lists.starts, lists.stops, lists.offsets, node.content, backend)
         levels.append(("var", offsets))
-        node = node.content[start:stop]
     if isinstance(node, C.IndexedArray) and is_numbers(node.content):
         # numbers through an index (a lazy carry): gathered here, as awkward projects them
         if node.parameter("__array__") == "categorical":

@@ -12,10 +12,11 @@ awkward keeps catching them.
 
 from __future__ import annotations
 
-import weakref
 from typing import NamedTuple
 
 import numpy as np
+
+from gpuexec.kernels.memo import WeakMemo
 
 
 class InvalidLayout(ValueError):
@@ -54,26 +55,16 @@ def _val(a, i) -> int:
 # times) skip the pass and, on a GPU, the host read of its answer. The longest list, the
 # number of long lists and the two ends, read back with the answer, are remembered with
 # it (``longest_list``, ``long_lists``, ``ends``).
-_passed: dict = {}
+_passed = WeakMemo()  # offsets buffer -> (content length, _Summary)
 
 # A list is long when it is longer than max(factor x the mean, floor): the bound of the
 # GPU strategy table's ``tail`` (its rows take these numbers), counted by the check
 LONG_LIST = (4.0, 64)
 
 
-def _remember(array, content_length, summary) -> None:
-    key = id(array)
-    try:
-        ref = weakref.ref(array, lambda _, key=key: _passed.pop(key, None))
-    except TypeError:  # an array type without weak references: never remembered
-        return
-    _passed[key] = (ref, content_length, summary)
-
-
 def _entry(array):
-    """(weak reference, content length, summary) of a buffer that passed, or None."""
-    entry = _passed.get(id(array))
-    return entry if entry is not None and entry[0]() is array else None
+    """(content length, summary) of a buffer that passed, or None."""
+    return _passed.get(array)
 
 
 def longest_list(offsets):
@@ -81,21 +72,21 @@ def longest_list(offsets):
     (this very object), else None: the GPU engine picks its kernels by it (a mean list
     length alone cannot tell a few very long lists from none)."""
     entry = _entry(offsets)
-    return None if entry is None else entry[2].longest
+    return None if entry is None else entry[1].longest
 
 
 def long_lists(offsets):
     """How many lists of such a buffer are long (``LONG_LIST``), else None: a handful
     of long lists among short ones need not change the kernel, many do."""
     entry = _entry(offsets)
-    return None if entry is None else entry[2].n_long
+    return None if entry is None else entry[1].n_long
 
 
 def ends(offsets):
     """(offsets[0], offsets[n]) of such a buffer, else None: read with the check, so
     that slicing the content by them costs no further host read on a GPU."""
     entry = _entry(offsets)
-    return None if entry is None else (entry[2].first, entry[2].last)
+    return None if entry is None else (entry[1].first, entry[1].last)
 
 
 class _Summary(NamedTuple):
@@ -116,8 +107,8 @@ def offsets(offsets, content_length, name="offsets") -> tuple[int, int]:
     also counts the longest and the long lists. A buffer that passed for this content
     length is not checked again."""
     entry = _entry(offsets)
-    if entry is not None and entry[1] == content_length:
-        return entry[2].first, entry[2].last
+    if entry is not None and entry[0] == content_length:
+        return entry[1].first, entry[1].last
     if offsets.ndim != 1 or offsets.shape[0] < 1:
         raise InvalidLayout(f"{name} must be a 1-d array with at least one entry, "
                             f"got shape {tuple(offsets.shape)}")
@@ -128,7 +119,7 @@ def offsets(offsets, content_length, name="offsets") -> tuple[int, int]:
     beyond = _known(content_length) and summary.last > content_length
     if not (summary.n_down or summary.first < 0 or beyond):
         if _known(content_length):
-            _remember(offsets, int(content_length), summary)
+            _passed.put((int(content_length), summary), offsets)
         return summary.first, summary.last
     n = offsets.shape[0] - 1
     if summary.n_down:

@@ -37,18 +37,15 @@ def where(condition, x, y, *, mergebool=True, highlevel=True, behavior=None, att
                                (("mergebool", mergebool),))
 
     # every array argument must have the condition's lists: same offsets, numbers below
-    structure = L.list_structure(cond, backend)
-    condition_values = structure.values
+    # (compared together: one host read on a GPU for both operands)
+    structures = [L.list_structure(v, backend) for v in [cond] + operands
+                  if isinstance(v, C.Content)]
+    if not L.same_structure(structures, backend):
+        raise NotNative("arguments of different list structure")
+    structure, arrays = structures[0], iter(structures[1:])
     nplike = backend.nplike
-    choices = []
-    for v in operands:
-        if isinstance(v, C.Content):
-            other = L.list_structure(v, backend)
-            if not L.same_structure([structure, other], backend):
-                raise NotNative("arguments of different list structure")
-            choices.append(other.values.astype(dtype, copy=False))
-        else:
-            choices.append(nplike.asarray(v, dtype=dtype))
-    picked = nplike.where(condition_values != 0, *choices)
+    choices = [next(arrays).values.astype(dtype, copy=False) if isinstance(v, C.Content)
+               else nplike.asarray(v, dtype=dtype) for v in operands]
+    picked = nplike.where(structure.values != 0, *choices)
     out = L.rebuild(structure.levels, C.NumpyArray(picked.astype(dtype, copy=False)))
     return wrap(out, condition, highlevel=highlevel, behavior=behavior, attrs=attrs)

@@ -22,6 +22,7 @@ import numpy as np
 from gpuexec.kernels import layout as L
 from gpuexec.kernels import validate
 from gpuexec.kernels.api._common import NotNative, public, wrap
+from gpuexec.kernels.memo import WeakMemo
 
 C = ak.contents
 
@@ -155,16 +156,16 @@ def _filter(layout, mask, backend, name):
 
 # mask buffer -> the rows it keeps: a processor filters every column of its events by one
 # mask, and one rows object lets the columns share their selected lists (layout.packed)
-_kept_rows = L._WeakMemo()
+_kept_rows = WeakMemo()
 
 
 def _rows(mask_values, backend):
     """int64 positions of the True entries of a 1-D mask, once per mask buffer."""
-    rows = _kept_rows.get((mask_values,))
+    rows = _kept_rows.get(mask_values)
     if rows is None:
         # (nonzero gives int64 on numpy and CuPy: no copy)
         rows = backend.nplike.nonzero(mask_values)[0].astype(np.int64, copy=False)
-        _kept_rows.put((mask_values,), rows)
+        _kept_rows.put(rows, mask_values)
     return rows
 
 
