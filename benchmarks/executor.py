@@ -14,6 +14,8 @@ a warm-up over one chunk per core. ``--queries 1,2,3,4`` then ``--queries 5,6,7,
 --previous <first JSON>`` splits the run over two device calls (same seed, same file);
 ``--executor-budget SECONDS`` bounds each executor's share of a call (a query left when it
 is spent is recorded as not run: coffea's FuturesExecutor once took a whole call's share).
+``--queries 8,8r`` also times Q8's columns read and nothing computed: the reading floor
+under Q8's time on each executor.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def machine() -> dict:
             "gpus": [d.describe() for d in discover()], "python": platform.python_version()}
 
 
-def run_query(executor, number: int, paths: list[str], chunksize: int,
+def run_query(executor, number: int | str, paths: list[str], chunksize: int,
               maxchunks: int | None = None) -> tuple[float, dict]:
     from coffea import processor
     from coffea.nanoevents import NanoAODSchema
@@ -150,7 +152,9 @@ def main(argv=None) -> int:
     parser.add_argument("--events", type=int, default=5_000_000)
     parser.add_argument("--chunksize", type=int, default=None,
                         help="events per chunk (default: events / (8 x cores), 50k..500k)")
-    parser.add_argument("--queries", default="1,2,3,4,5,6,7,8")
+    parser.add_argument("--queries", default="1,2,3,4,5,6,7,8",
+                        help='comma-separated; "8r": the columns of Q8 read, nothing computed '
+                             "(the reading floor under Q8's time)")
     parser.add_argument("--cores", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--gpu-backend", default=None, help='"cpu": a CPU-backed GPU pool')
     parser.add_argument("--gpu-workers", type=int, default=None)
@@ -193,7 +197,7 @@ def main(argv=None) -> int:
     # CPU workers do (their pool sets its own count). Left at numba's default, every
     # worker would start a thread per core: 16 x 16 threads on 16 cores.
     os.environ["NUMBA_NUM_THREADS"] = "1"
-    queries = [int(q) for q in args.queries.split(",")]
+    queries = [q if q.endswith("r") else int(q) for q in args.queries.split(",")]
     executors = args.executors.split(",")
     chunksize = args.chunksize or max(50_000, min(500_000, args.events // (8 * args.cores)))
 
@@ -221,7 +225,7 @@ def main(argv=None) -> int:
         if not same or earlier["machine"].get("gpus") != results["machine"]["gpus"]:
             raise SystemExit(f"{args.previous}: another machine or input; not merged")
         results["queries"].update({k: v for k, v in earlier["queries"].items()
-                                   if int(k[1:]) not in queries})
+                                   if k[1:] not in {str(q) for q in queries}})
         results.setdefault("runs", earlier.get("runs", []))
     results.setdefault("runs", []).append({"queries": queries, "executors": executors,
                                            "date": time.strftime("%Y-%m-%d %H:%M")})
@@ -274,7 +278,7 @@ def warm_chunks(name: str, ex, args) -> int:
     return warm
 
 
-def timed_run(name: str, ex, number: int, paths, chunksize: int) -> dict:
+def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
     """One timed run of query ``number``, with GPUExecutor's own account of it."""
     cpu_before = process_cpu_seconds()
     seconds, out = run_query(ex, number, paths, chunksize)
@@ -310,7 +314,7 @@ def median(timed: list[dict]) -> dict:
     return entry
 
 
-def alternate(executors: list[str], queries: list[int], rows: dict, paths, chunksize: int,
+def alternate(executors: list[str], queries: list, rows: dict, paths, chunksize: int,
               args, saved=lambda: None) -> None:
     """Every executor open at once (GPUExecutor modes of the same pools share one
     cluster); per query, each is warmed, then the timed runs take turns, the order

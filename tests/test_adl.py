@@ -153,6 +153,27 @@ def test_query_runs_no_awkward_kernel_that_needs_cuda_compute(query, generated, 
     assert reached == {}, f"Q{query} reaches awkward kernels that need cuda.compute: {reached}"
 
 
+@pytest.mark.parametrize("query", [1, 8])
+def test_reading_floor_reads_what_its_query_reads(query, generated):
+    """``make("8r")`` (benchmarks/executor.py's reading floor under Q8) reads every
+    branch Q8 reads and only those, and computes nothing: no engine call, no histogram."""
+    from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
+
+    def branches_read(proc):
+        log = []
+        events = NanoEventsFactory.from_root({str(generated): "Events"}, access_log=log,
+                                             schemaclass=NanoAODSchema, mode="virtual").events()
+        gk.reset_stats()
+        out = proc.process(events)
+        return {a.branch for a in log}, out, gk.stats()["n_calls"]
+
+    query_read, _, _ = branches_read(make(query))
+    floor_read, out, calls = branches_read(make(f"{query}r"))
+    assert floor_read == query_read
+    assert out == {"n_events": GENERATED_EVENTS, "hists": {}, "sums": {}}
+    assert calls == 0
+
+
 def test_reference_selects_something_on_generated(generated):
     """The generated sample exercises every query (no histogram left empty), so the
     comparisons above are not vacuous."""

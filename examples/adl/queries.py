@@ -265,8 +265,29 @@ class Q8(ADLQuery):
 QUERIES: dict[int, type[ADLQuery]] = {q.number: q for q in (Q1, Q2, Q3, Q4, Q5, Q6, Q7, Q8)}
 
 
-def make(number: int) -> ADLQuery:
+class ReadColumns(ADLQuery):
+    """Query ``number``'s columns read (on a GPU worker: also moved to its device) and
+    nothing computed: the reading floor under that query's time, which no speed of the
+    computation can go below (``benchmarks/executor.py --queries 8r``)."""
+
+    binning = {}
+
+    def __init__(self, number: int):
+        query = QUERIES[int(number)]
+        self.number, self.columns = query.number, query.columns
+        self.title = f"the columns of Q{query.number}, read only"
+
+    def process(self, events):
+        for array in self.read(events).values():
+            ak.materialize(array)  # reads the column (staged: and copies it to the device)
+        return self.fill(len(events), {})
+
+
+def make(number: int | str) -> ADLQuery:
+    """Query ``number`` (1-8); ``"8r"``: ``ReadColumns(8)``, its reading floor."""
     try:
+        if isinstance(number, str) and number.endswith("r"):
+            return ReadColumns(int(number[:-1]))
         return QUERIES[int(number)]()
-    except KeyError:
+    except (KeyError, ValueError):
         raise ValueError(f"no ADL query {number!r}; the queries are {sorted(QUERIES)}") from None
