@@ -81,3 +81,23 @@ def test_workers_inflate_with_the_executors_choice():
         assert out == {"library": {"isal"}}
     with pytest.raises(ValueError, match="inflate is one of"):
         GPUExecutor(inflate="libdeflate")
+
+
+@pytest.mark.parametrize("sample", ["nano_dy", "nano_tt_v15"])
+def test_gpu_inflate_benchmark_finds_the_baskets_uproot_reads(sample):
+    """benchmarks/gpu_inflate.py times nvCOMP on the zlib streams it cuts out of the
+    file itself (key header, 9-byte ROOT block headers): on real CMS NanoAOD written by
+    ROOT, every basket it finds inflates (or is stored) to uproot's own bytes."""
+    bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+    sys.path.insert(0, bench)
+    try:
+        import gpu_inflate
+    finally:
+        sys.path.remove(bench)
+    path = os.path.join(os.path.dirname(SAMPLE), f"{sample}.root")
+    with uproot.open(path) as f:
+        tree = f["Events"]
+        names = [k for k in tree.keys() if k.startswith(("nMuon", "Muon_", "Jet_"))]
+        streams, sizes, baskets = gpu_inflate.zlib_blocks(path, tree, names)
+        assert baskets == sum(tree[n].num_baskets for n in names)
+    assert streams and len(sizes) == len(streams)

@@ -1,0 +1,249 @@
+"""How fast the baskets an ADL query reads inflate on an NVIDIA GPU (nvCOMP's Deflate, one
+batched call) against the host's inflaters (python-isal and zlib, one core): the
+measurement behind taking decompression off the host cores, which bound ADL Q8
+(docs/executor.md, twenty-third session).
+
+    python benchmarks/gpu_inflate.py --events 2000000 --queries 8
+    python benchmarks/gpu_inflate.py --events 20000 --no-gpu     # parsing check, no GPU
+
+A ROOT basket is a key header, then blocks of at most 16 MiB each: a 9-byte ROOT header
+("ZL", method, compressed and uncompressed sizes in 3 little-endian bytes each) around a
+zlib stream, which is a 2-byte header, a raw deflate stream and a 4-byte Adler-32.
+nvCOMP's Deflate takes the raw deflate stream. Every basket's inflated bytes are checked
+against uproot's own (``TBasket.raw_data``) before anything is timed, and the GPU's output
+against the host's. Prints a table and writes JSON with the machine named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import struct
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+_KEY = struct.Struct(">ihiIhh")  # fNbytes, version, fObjlen, fDatime, fKeylen, fCycle
+_BLOCK = struct.Struct("<2sB3s3s")  # algorithm, method, compressed, uncompressed sizes
+
+
+def branches_of(tree, queries) -> list[str]:
+    """The branches the queries' processors read through NanoEvents: their columns and
+    the counts of their collections."""
+    from examples.adl import QUERIES
+    from examples.adl import columns as colmap
+
+    names = set()
+    for q in queries:
+        for flat in colmap.branch_names(QUERIES[q].columns, tree.keys()).values():
+            names.add(flat)
+            counts = "n" + flat.split("_", 1)[0]
+            if counts in tree.keys():
+                names.add(counts)
+    return sorted(names)
+
+
+def zlib_blocks(path: str, tree, branch_names) -> tuple[list[bytes], list[int], int]:
+    """(the zlib streams of every basket of ``branch_names``, their inflated sizes, the
+    number of baskets, stored uncompressed ones included), read from the file as they are
+    stored; every basket's bytes are checked against uproot's."""
+    streams, sizes, baskets = [], [], 0
+    with open(path, "rb") as f:
+        for name in branch_names:
+            branch = tree[name]
+            if branch.embedded_baskets:
+                raise SystemExit(f"{name}: embedded baskets (a file not closed): not handled")
+            seeks = branch.member("fBasketSeek")
+            for i in range(branch.num_baskets):
+                f.seek(int(seeks[i]))
+                head = f.read(_KEY.size)
+                nbytes, _version, objlen, _datime, keylen, _cycle = _KEY.unpack(head)
+                f.seek(int(seeks[i]) + keylen)
+                payload = f.read(nbytes - keylen)
+                baskets += 1
+                if objlen == nbytes - keylen:  # stored as is (small baskets): nothing to inflate
+                    if payload != bytes(branch.basket(i).raw_data):
+                        raise SystemExit(f"{name} basket {i}: stored bytes differ from uproot's")
+                    continue
+                out, pos = [], 0
+                while pos < len(payload):
+                    algo, _method, c3, u3 = _BLOCK.unpack_from(payload, pos)
+                    csize = int.from_bytes(c3, "little")
+                    usize = int.from_bytes(u3, "little")
+                    if algo != b"ZL":
+                        raise SystemExit(f"{name} basket {i}: {algo!r} blocks, not zlib")
+                    block = payload[pos + _BLOCK.size:pos + _BLOCK.size + csize]
+                    streams.append(block)
+                    sizes.append(usize)
+                    out.append(zlib.decompress(block))
+                    pos += _BLOCK.size + csize
+                if b"".join(out) != bytes(branch.basket(i).raw_data):
+                    raise SystemExit(f"{name} basket {i}: inflated bytes differ from uproot's")
+    return streams, sizes, baskets
+
+
+def host_seconds(streams, library: str, repeat: int) -> float:
+    """Best of ``repeat``: one core inflating every stream with ``library``."""
+    if library == "isal":
+        from isal import isal_zlib as lib
+    else:
+        lib = zlib
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for s in streams:
+            lib.decompress(s)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def gpu_inflate(streams, sizes, repeat: int) -> dict:
+    """nvCOMP Deflate over every stream in one batched call, from one host buffer copied
+    to the device; medians of ``repeat`` (after a warm-up) of the copy and the inflate,
+    and the output checked against the host's."""
+    import cupy as cp
+    from nvidia import nvcomp
+
+    raw = [s[2:-4] for s in streams]  # the raw deflate stream inside each zlib stream
+    # nvCOMP wants each input 4-byte aligned ("not aligned to the required alignment of
+    # 4 bytes" on the H200): every stream starts on a 16-byte boundary of one buffer
+    starts = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum([-(-len(r) // 16) * 16 for r in raw], out=starts[1:])
+    host = cp.cuda.alloc_pinned_memory(int(starts[-1]))
+    packed = np.frombuffer(host, dtype=np.uint8, count=int(starts[-1]))
+    for k, r in enumerate(raw):
+        packed[starts[k]:starts[k] + len(r)] = np.frombuffer(r, dtype=np.uint8)
+    codec = nvcomp.Codec(algorithm="Deflate", bitstream_kind=nvcomp.BitstreamKind.RAW)
+
+    # the inflated sizes are in the ROOT block headers: given to nvCOMP as a config, the
+    # decode needs no pass of its own to find them (nor the host sync that pass ends with)
+    known = codec.decompression_config(codec.compression_config(list(sizes)))
+
+    def once(config):
+        t0 = time.perf_counter()
+        device = cp.asarray(packed)
+        cp.cuda.get_current_stream().synchronize()
+        t1 = time.perf_counter()
+        views = [device[starts[k]:starts[k] + len(raw[k])] for k in range(len(raw))]
+        out = codec.decode(nvcomp.as_arrays(views), decompression_config=config)
+        cp.cuda.runtime.deviceSynchronize()
+        return t1 - t0, time.perf_counter() - t1, out
+
+    result = {"compressed_bytes": sum(map(len, raw)), "streams": len(raw),
+              "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+              "nvcomp": nvcomp.__version__}
+    for label, config in (("sizes_found", None), ("sizes_given", known)):
+        once(config)
+        copies, inflates = [], []
+        for _ in range(repeat):
+            c, i, out = once(config)
+            copies.append(c)
+            inflates.append(i)
+        got = [cp.asarray(a).view(cp.uint8) for a in out]
+        for k, (g, s) in enumerate(zip(got, streams)):
+            if g.size != sizes[k] or bytes(g.get()) != zlib.decompress(s):
+                raise SystemExit(f"stream {k} ({label}): nvCOMP's output differs from zlib's")
+        result[label] = {"copy_s": float(np.median(copies)),
+                         "inflate_s": float(np.median(inflates))}
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--queries", default="8")
+    parser.add_argument("--branches", default=None,
+                        help="comma-separated branches instead of the queries' (where coffea, "
+                             "which examples.adl imports, is not installed)")
+    parser.add_argument("--file", default=None, help="an existing file instead of one generated")
+    parser.add_argument("--basket-entries", type=int, default=100_000,
+                        help="entries per basket of the generated file (examples/make_sample.py "
+                             "writes one basket per branch per this many events)")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-gpu", action="store_true", help="host inflaters only")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu_inflate.json"))
+    args = parser.parse_args(argv)
+
+    import uproot
+
+    tmp = tempfile.TemporaryDirectory(prefix="gpuexec-inflate-")
+    path = args.file
+    if path is None:
+        from examples.make_sample import write_sample
+
+        t0 = time.perf_counter()
+        path = write_sample(os.path.join(tmp.name, "adl.root"), args.events, seed=20240601,
+                            compression="zlib:1", chunk_size=args.basket_entries)
+        print(f"generated {args.events:,} events in {time.perf_counter() - t0:.1f} s")
+    queries = [int(q) for q in args.queries.split(",")]
+    with uproot.open(path) as f:
+        tree = f["Events"]
+        names = args.branches.split(",") if args.branches else branches_of(tree, queries)
+        streams, sizes, baskets = zlib_blocks(path, tree, names)
+        events = tree.num_entries
+    inflated = sum(sizes)
+    print(f"Q{args.queries}: {len(names)} branches, {baskets} baskets, {len(streams)} zlib "
+          f"blocks, {sum(map(len, streams)) / 1e6:.1f} MB -> {inflated / 1e6:.1f} MB; "
+          f"every basket equals uproot's")
+
+    rows = {}
+    for library in ("isal", "zlib"):
+        try:
+            rows[library] = {"seconds": host_seconds(streams, library, args.repeat)}
+        except ImportError as err:
+            rows[library] = {"not_run": str(err)}
+    if not args.no_gpu:
+        try:
+            gpu = gpu_inflate(streams, sizes, args.repeat)
+            for label in ("sizes_found", "sizes_given"):
+                timed = gpu.pop(label)
+                rows[f"nvcomp, {label.replace('_', ' ')}"] = dict(
+                    timed, seconds=timed["inflate_s"])
+            rows["nvcomp, sizes found"].update(gpu)
+        except (ImportError, RuntimeError) as err:
+            rows["nvcomp"] = {"not_run": f"{type(err).__name__}: {err}"}
+
+    base = rows.get("isal", {}).get("seconds")
+    print(f"{'inflater':<20} {'ms':>9} {'GB/s out':>9} {'ns/event':>9} {'vs isal':>8}")
+    for name, row in rows.items():
+        if "seconds" not in row:
+            print(f"{name:<20} not run: {row['not_run']}")
+            continue
+        s = row["seconds"]
+        row["gb_per_s"] = inflated / s / 1e9
+        print(f"{name:<20} {1e3 * s:9.2f} {row['gb_per_s']:9.2f} {1e9 * s / events:9.1f} "
+              f"{(base / s if base else float('nan')):7.1f}x")
+    if "copy_s" in rows.get("nvcomp, sizes found", {}):
+        r = rows["nvcomp, sizes found"]
+        print(f"nvcomp: one batched decode of {r['streams']} streams on {r['gpu']} (nvCOMP "
+              f"{r['nvcomp']}), output equal to zlib's; the host-to-device copy of the "
+              f"compressed bytes before it {1e3 * r['copy_s']:.2f} ms (pinned, "
+              f"{r['compressed_bytes'] / r['copy_s'] / 1e9:.1f} GB/s)")
+    from gpuexec.scheduler.calibration import cpu_model
+
+    result = {"machine": {"host": platform.node(), "cpu": cpu_model(),
+                          "python": platform.python_version()},
+              "events": events, "basket_entries": None if args.file else args.basket_entries,
+              "queries": queries, "branches": names, "baskets": baskets,
+              "blocks": len(streams), "compressed_bytes": sum(map(len, streams)),
+              "inflated_bytes": inflated, "inflaters": rows,
+              "note": "host inflaters: one core, best of --repeat; nvcomp: median of "
+                      "--repeat after a warm-up, the copy apart; 'sizes given': the inflated "
+                      "sizes from the ROOT headers passed as a decompression config"}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    print(f"written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
