@@ -47,8 +47,11 @@ import pickle
 import queue
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+
+import numpy as np
 
 from coffea.processor import ProcessorABC, accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
@@ -288,15 +291,94 @@ def _device_copier(ak_backend: str):
     return cupy.asarray, (lambda: cupy.cuda.get_current_stream().synchronize())
 
 
-def stage_events(events, ak_backend: str, timings: _Timings | None = None):
+def _array_module(ak_backend: str):
+    if ak_backend == "cpu":
+        return np
+    import cupy
+
+    return cupy
+
+
+class _DeviceBuffers(Mapping):
+    """The buffers of a chunk's NanoEvents as ``ak.from_buffers`` asks for them, each
+    loaded when first touched: plain NanoAOD branches read by
+    ``gpuexec.device_reading`` into arrays of the backend's module, any other buffer
+    (or branch it does not handle) read by coffea as before and copied."""
+
+    def __init__(self, mapping, ak_backend: str, timings: _Timings):
+        self.mapping, self.timings = mapping, timings
+        self.xp = _array_module(ak_backend)
+        self.copy, self.wait = _device_copier(ak_backend)
+
+    def __getitem__(self, key):
+        from gpuexec import device_reading
+
+        def load():
+            t0 = time.perf_counter()
+            uuid, treepath, start, stop, _partition, nodes = self.mapping.interpret_key(key)
+            found = device_reading.reader_for(nodes)
+            if found is not None:
+                name, read = found
+                try:
+                    tree = self.mapping._column_source(uuid, treepath)
+                    out = read(tree[name], start, stop, self.xp)
+                except device_reading.Unsupported:
+                    pass
+                else:
+                    self.wait()
+                    self.timings.read += time.perf_counter() - t0
+                    return out
+            host = self.mapping[key]
+            host = host() if callable(host) else host  # coffea's virtual mode: a partial
+            t1 = time.perf_counter()
+            out = self.copy(host)
+            self.wait()
+            self.timings.read += t1 - t0
+            self.timings.transfer += time.perf_counter() - t1
+            return out
+        return load
+
+    def __iter__(self):  # ak.from_buffers only looks buffers up
+        return iter(())
+
+    def __len__(self):
+        return 0
+
+
+def _read_on_device(events, ak_backend: str, timings: _Timings):
+    """``events`` rebuilt from its NanoEvents form over ``_DeviceBuffers``, or None when
+    it was not built by coffea's NanoEventsFactory from uproot (then ``stage_events``
+    stages its own buffers)."""
+    import awkward as ak
+
+    attrs = getattr(events, "attrs", None) or {}
+    form, buffer_key = attrs.get("@form"), attrs.get("@buffer_key")
+    mapping = getattr(attrs.get("@events_factory"), "_mapping", None)
+    if (form is None or buffer_key is None or mapping is None
+            or not hasattr(mapping, "interpret_key") or not hasattr(mapping, "_column_source")
+            or len(mapping) != len(events)):
+        return None
+    return ak.from_buffers(form, len(events), _DeviceBuffers(mapping, ak_backend, timings),
+                           buffer_key=buffer_key, backend=ak_backend, highlevel=True,
+                           behavior=events.behavior, attrs=attrs)
+
+
+def stage_events(events, ak_backend: str, timings: _Timings | None = None,
+                 read_on_device: bool = False):
     """``events`` (coffea NanoEvents, virtual or not) on awkward backend ``ak_backend``,
     still lazy: a column is read (and, for "cuda", copied to the device) once, when the
     processor first touches it; ``timings`` collects the seconds of both. ``ak.to_backend``
-    cannot do this: it refuses buffers not yet read."""
+    cannot do this: it refuses buffers not yet read. ``read_on_device``: plain NanoAOD
+    branches are read by ``gpuexec.device_reading`` (on "cuda": inflated and decoded on
+    the device) instead of by uproot on the host."""
     import awkward as ak
     from awkward._nplikes.virtual import VirtualNDArray
 
     timings = timings if timings is not None else _Timings()
+    if read_on_device:
+        staged = _read_on_device(events, ak_backend, timings)
+        if staged is not None:
+            return staged
     copy, wait = _device_copier(ak_backend)
     form, length, container = ak.to_buffers(events)
 
@@ -366,11 +448,13 @@ class _StagedProcessor(ProcessorABC):
     """The user's processor as a GPU-pool task runs it: its events staged on the
     device (``stage_events``), its output brought back to the host."""
 
-    def __init__(self, processor, ak_backend: str, timings: _Timings):
+    def __init__(self, processor, ak_backend: str, timings: _Timings,
+                 read_on_device: bool = False):
         self.processor, self.ak_backend, self.timings = processor, ak_backend, timings
+        self.read_on_device = read_on_device
 
     def process(self, events):
-        staged = stage_events(events, self.ak_backend, self.timings)
+        staged = stage_events(events, self.ak_backend, self.timings, self.read_on_device)
         run = self.processor.process if hasattr(self.processor, "process") else self.processor
         with awkward_messages_on_error(self.ak_backend):
             return to_host(run(staged))
@@ -388,10 +472,12 @@ class _Task:
     skip rule of coffea's ``Runner`` apply."""
 
     def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
-                 report_runs: bool = False, inflate: str = "auto", report_starts: bool = False):
+                 report_runs: bool = False, inflate: str = "auto", report_starts: bool = False,
+                 read_on_device: bool = False):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         self.compression = compression
         self.inflate = inflate  # gpuexec.inflate choice, applied in the worker
+        self.read_on_device = read_on_device  # GPU pools: gpuexec.device_reading
         self.backends = backends  # pool -> kernel backend its tasks run under
         self.gpu_pools = frozenset(gpu_pools)
         self.report_runs = report_runs  # send each task's runs to the client as it ends
@@ -413,7 +499,7 @@ class _Task:
         proc = _runner_processor(self.function)
         if proc is None:
             return self.function
-        staged = _StagedProcessor(proc, ak_backend, timings)
+        staged = _StagedProcessor(proc, ak_backend, timings, self.read_on_device)
         return functools.partial(self.function.func, *self.function.args,
                                  **dict(self.function.keywords, processor_instance=staged))
 
@@ -790,6 +876,13 @@ class GPUExecutor(ExecutorBase):
             "auto" (default: ISA-L where python-isal is installed, else zlib), "isal" or
             "zlib" (``gpuexec.inflate``; same bytes, less reading time: on the H200 host
             reading was most of a GPU task).
+        read_on_device: on GPU workers, plain NanoAOD branches (flat numbers, jagged
+            content, offsets from counts; zlib baskets) are read by
+            ``gpuexec.device_reading``: the host cuts the compressed streams out of the
+            file and the device inflates them (nvCOMP, where ``nvidia-nvcomp-cu13`` is
+            installed; else the host inflates them) and decodes the values. Other
+            buffers are read by coffea and uproot as before. False: every buffer the
+            usual way.
     """
 
     client: Any = None
@@ -815,6 +908,7 @@ class GPUExecutor(ExecutorBase):
     allowed_failures: int = 3
     priority: int = 0
     inflate: str = "auto"
+    read_on_device: bool = True
 
     def __post_init__(self):
         if self.treereduction < 2:
@@ -1057,7 +1151,7 @@ class GPUExecutor(ExecutorBase):
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
                      report_starts=policy is not None and policy.backup_margin is not None,
-                     inflate=self.inflate)
+                     inflate=self.inflate, read_on_device=self.read_on_device)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
         if self.status:
