@@ -31,6 +31,12 @@ _KEY = struct.Struct(">ihiIhh")  # fNbytes, version, fObjlen, fDatime, fKeylen, 
 _BASKET = struct.Struct(">Hiiii")  # fVersion, fBufferSize, fNevBufSize, fNevBuf, fLast
 _BLOCK = struct.Struct("<2sB3s3s")  # algorithm, method, compressed, inflated sizes
 _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
+# nvCOMP inflates a deflate stream on one block of threads, so it needs many streams at
+# once. Measured on the H200 (benchmarks/results/gpu_inflate_*_s23_h200.*): 280 streams of
+# one file's Q8 baskets in 49 ms, 7.8x one host core with ISA-L; but GPU workers asking
+# it for one branch of one task at a time (1-4 streams each) read ADL Q8 2.3x slower than
+# uproot (executor_device_reading_s23_h200.*). Fewer streams than this: the host inflates.
+NVCOMP_MIN_STREAMS = 64
 
 
 class Unsupported(Exception):
@@ -131,10 +137,13 @@ def _nvcomp_codec():
     return codec
 
 
-def inflater(xp) -> str:
-    """Which inflater ``read_*`` uses with array module ``xp``: "nvcomp" (on the device)
-    or "host" (python-isal where installed, else zlib, then one copy)."""
-    return "nvcomp" if xp is not np and _nvcomp_codec() is not None else "host"
+def inflater(xp, streams: int | None = None) -> str:
+    """Which inflater ``read_*`` uses with array module ``xp`` for ``streams`` zlib
+    streams (None: many): "nvcomp" (on the device) or "host" (python-isal where
+    installed, else zlib, then one copy)."""
+    if xp is np or _nvcomp_codec() is None:
+        return "host"
+    return "host" if streams is not None and streams < NVCOMP_MIN_STREAMS else "nvcomp"
 
 
 def _host_inflate():
@@ -146,22 +155,22 @@ def _host_inflate():
         return zlib.decompress
 
 
-def _payloads(baskets: list[_Basket], xp):
+def _payloads(baskets: list[_Basket], xp, copy):
     """Every basket's inflated payload, in order, in one uint8 array of ``xp``, and
-    where each starts in it."""
+    where each starts in it; ``copy`` moves a host array to ``xp``."""
     starts = np.zeros(len(baskets) + 1, dtype=np.int64)
     np.cumsum([b.objlen for b in baskets], out=starts[1:])
-    if inflater(xp) == "host":
+    if inflater(xp, sum(len(b.streams) for b in baskets)) == "host":
         inflate = _host_inflate()
         parts = [np.frombuffer(b.stored, dtype=np.uint8) if b.stored is not None else
                  np.frombuffer(b"".join(inflate(s) for s, _u in b.streams), dtype=np.uint8)
                  for b in baskets]
         host = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
-        return (host if xp is np else xp.asarray(host)), starts
-    return _nvcomp_payloads(baskets, xp, starts), starts
+        return copy(host), starts
+    return _nvcomp_payloads(baskets, xp, starts, copy), starts
 
 
-def _nvcomp_payloads(baskets, cp, starts):
+def _nvcomp_payloads(baskets, cp, starts, copy):
     """``_payloads`` on the device: the raw deflate streams (and stored payloads) in one
     pinned buffer, one copy, one batched nvCOMP decode with the inflated sizes given."""
     from nvidia import nvcomp
@@ -179,7 +188,7 @@ def _nvcomp_payloads(baskets, cp, starts):
     host = np.frombuffer(pinned, dtype=np.uint8, count=int(at[-1]))
     for k, (p, _d, _u) in enumerate(pieces):
         host[at[k]:at[k] + len(p)] = np.frombuffer(p, dtype=np.uint8)
-    device = cp.asarray(host)
+    device = copy(host)
     deflated = [k for k, (_p, d, _u) in enumerate(pieces) if d]
     outputs = {}
     if deflated:
@@ -217,13 +226,19 @@ def _gather(payload, pieces, xp):
     return parts[0] if len(parts) == 1 else xp.concatenate(parts)
 
 
-def read_flat(branch, start: int, stop: int, xp):
-    """Entries [start, stop) of a flat numeric branch as a native array of ``xp``."""
+def _copier(xp, copy):
+    return copy if copy is not None else (lambda a: a) if xp is np else xp.asarray
+
+
+def read_flat(branch, start: int, stop: int, xp, copy=None):
+    """Entries [start, stop) of a flat numeric branch as a native array of ``xp``;
+    ``copy``: how host bytes reach ``xp`` (default ``xp.asarray``; the executor times
+    it)."""
     on_file, native = _value_dtypes(branch, jagged=False)
     if stop <= start:
         return xp.zeros(0, dtype=native)
     baskets = _baskets(branch, start, stop)
-    payload, at = _payloads(baskets, xp)
+    payload, at = _payloads(baskets, xp, _copier(xp, copy))
     size = on_file.itemsize
     pieces = []
     for k, b in enumerate(baskets):
@@ -235,14 +250,15 @@ def read_flat(branch, start: int, stop: int, xp):
     return _native(_gather(payload, pieces, xp), on_file, native, xp)
 
 
-def read_content(branch, start: int, stop: int, xp):
+def read_content(branch, start: int, stop: int, xp, copy=None):
     """The values of entries [start, stop) of a jagged branch (NanoAOD's ``Muon_pt``,
-    counts in another branch), flat, as a native array of ``xp``."""
+    counts in another branch), flat, as a native array of ``xp`` (``copy`` as in
+    ``read_flat``)."""
     on_file, native = _value_dtypes(branch, jagged=True)
     if stop <= start:
         return xp.zeros(0, dtype=native)
     baskets = _baskets(branch, start, stop)
-    payload, at = _payloads(baskets, xp)
+    payload, at = _payloads(baskets, xp, _copier(xp, copy))
     # where entry j of a basket starts: its entry offsets follow its values (a count, then
     # big-endian int32 offsets from the key's start; the last, unused, is the values' end)
     wanted = []  # (payload position of the offset, basket, entry)
@@ -274,10 +290,10 @@ def read_content(branch, start: int, stop: int, xp):
     return _native(_gather(payload, pieces, xp), on_file, native, xp)
 
 
-def read_offsets(branch, start: int, stop: int, xp):
+def read_offsets(branch, start: int, stop: int, xp, copy=None):
     """int64 offsets (from 0) of the lists whose lengths counts branch ``branch`` holds
-    for entries [start, stop)."""
-    counts = read_flat(branch, start, stop, xp)
+    for entries [start, stop) (``copy`` as in ``read_flat``)."""
+    counts = read_flat(branch, start, stop, xp, copy)
     if counts.dtype.kind not in "iu":
         raise Unsupported(f"{branch.name}: counts of dtype {counts.dtype}")
     offsets = xp.zeros(counts.shape[0] + 1, dtype=np.int64)

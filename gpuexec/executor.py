@@ -319,14 +319,23 @@ class _DeviceBuffers(Mapping):
             found = device_reading.reader_for(nodes)
             if found is not None:
                 name, read = found
+                copied = [0.0]
+
+                def copy(host):  # the bytes' trip to the device, timed apart
+                    t = time.perf_counter()
+                    out = self.copy(host)
+                    self.wait()
+                    copied[0] += time.perf_counter() - t
+                    return out
                 try:
                     tree = self.mapping._column_source(uuid, treepath)
-                    out = read(tree[name], start, stop, self.xp)
+                    out = read(tree[name], start, stop, self.xp, copy)
                 except device_reading.Unsupported:
                     pass
                 else:
                     self.wait()
-                    self.timings.read += time.perf_counter() - t0
+                    self.timings.read += time.perf_counter() - t0 - copied[0]
+                    self.timings.transfer += copied[0]
                     return out
             host = self.mapping[key]
             host = host() if callable(host) else host  # coffea's virtual mode: a partial

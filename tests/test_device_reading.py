@@ -22,8 +22,16 @@ def multi(tmp_path_factory):
     return cases.generated(tmp_path_factory.mktemp("dr"))
 
 
-def test_host_module_inflates_on_the_host():
+def test_host_module_inflates_on_the_host_and_few_streams_too(monkeypatch):
     assert device_reading.inflater(np) == "host"
+    device_module = object()
+    monkeypatch.setattr(device_reading, "_nvcomp_codec", lambda: None)
+    assert device_reading.inflater(device_module) == "host"  # nvCOMP not installed
+    monkeypatch.setattr(device_reading, "_nvcomp_codec", lambda: object())
+    assert device_reading.inflater(device_module) == "nvcomp"
+    few = device_reading.NVCOMP_MIN_STREAMS - 1
+    assert device_reading.inflater(device_module, few) == "host"
+    assert device_reading.inflater(device_module, few + 1) == "nvcomp"
 
 
 @pytest.mark.parametrize("sample", ["multi", *cases.REAL])
