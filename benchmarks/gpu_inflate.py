@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import struct
 import sys
 import tempfile
 import time
@@ -31,10 +30,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-_KEY = struct.Struct(">ihiIhh")  # fNbytes, version, fObjlen, fDatime, fKeylen, fCycle
-_BLOCK = struct.Struct("<2sB3s3s")  # algorithm, method, compressed, uncompressed sizes
-
 
 def branches_of(tree, queries) -> list[str]:
     """The branches the queries' processors read through NanoEvents: their columns and
@@ -54,41 +49,27 @@ def branches_of(tree, queries) -> list[str]:
 
 def zlib_blocks(path: str, tree, branch_names) -> tuple[list[bytes], list[int], int]:
     """(the zlib streams of every basket of ``branch_names``, their inflated sizes, the
-    number of baskets, stored uncompressed ones included), read from the file as they are
-    stored; every basket's bytes are checked against uproot's."""
-    streams, sizes, baskets = [], [], 0
-    with open(path, "rb") as f:
-        for name in branch_names:
-            branch = tree[name]
-            if branch.embedded_baskets:
-                raise SystemExit(f"{name}: embedded baskets (a file not closed): not handled")
-            seeks = branch.member("fBasketSeek")
-            for i in range(branch.num_baskets):
-                f.seek(int(seeks[i]))
-                head = f.read(_KEY.size)
-                nbytes, _version, objlen, _datime, keylen, _cycle = _KEY.unpack(head)
-                f.seek(int(seeks[i]) + keylen)
-                payload = f.read(nbytes - keylen)
-                baskets += 1
-                if objlen == nbytes - keylen:  # stored as is (small baskets): nothing to inflate
-                    if payload != bytes(branch.basket(i).raw_data):
-                        raise SystemExit(f"{name} basket {i}: stored bytes differ from uproot's")
-                    continue
-                out, pos = [], 0
-                while pos < len(payload):
-                    algo, _method, c3, u3 = _BLOCK.unpack_from(payload, pos)
-                    csize = int.from_bytes(c3, "little")
-                    usize = int.from_bytes(u3, "little")
-                    if algo != b"ZL":
-                        raise SystemExit(f"{name} basket {i}: {algo!r} blocks, not zlib")
-                    block = payload[pos + _BLOCK.size:pos + _BLOCK.size + csize]
-                    streams.append(block)
-                    sizes.append(usize)
-                    out.append(zlib.decompress(block))
-                    pos += _BLOCK.size + csize
-                if b"".join(out) != bytes(branch.basket(i).raw_data):
-                    raise SystemExit(f"{name} basket {i}: inflated bytes differ from uproot's")
-    return streams, sizes, baskets
+    number of baskets, stored uncompressed ones included), cut out of the file as GPU
+    workers cut them (``gpuexec.device_reading.find_baskets``); every basket's bytes are
+    checked against uproot's."""
+    from gpuexec import device_reading
+
+    streams, sizes, count = [], [], 0
+    for name in branch_names:
+        branch = tree[name]
+        try:
+            found = device_reading.find_baskets(branch, 0, branch.num_entries)
+        except device_reading.Unsupported as err:
+            raise SystemExit(f"{path}: {err}") from None
+        for i, basket in enumerate(found):
+            count += 1
+            inflated = basket.stored if basket.stored is not None else b"".join(
+                zlib.decompress(s) for s, _u in basket.streams)
+            if inflated != bytes(branch.basket(i).raw_data):
+                raise SystemExit(f"{name} basket {i}: its bytes differ from uproot's")
+            streams += [bytes(s) for s, _u in basket.streams]
+            sizes += [u for _s, u in basket.streams]
+    return streams, sizes, count
 
 
 def host_seconds(streams, library: str, repeat: int) -> float:

@@ -4,10 +4,11 @@ On a GPU worker, uproot inflates and interprets every basket on the host and the
 are then copied to the device: that host work bounds ADL Q8 (benchmarks/results/
 executor_read_floor_s23_h200.*: reading Q8's columns alone takes 0.51 s of a 0.65 s
 run). Here the host only cuts each basket's zlib streams out of the file (uproot gives the
-basket positions); the streams go to the device in one copy, nVIDIA's nvCOMP inflates them
-there in one batched call (where ``nvidia-nvcomp-cu13`` is installed; elsewhere the host
-inflates them and the bytes are copied once), and the big-endian values become native
-ones on the device. The same code runs with numpy as the array module, which is how it is
+basket positions) and inflates them (python-isal); the bytes go to the device in one copy
+and the big-endian values become native ones there, with no per-basket Python of
+uproot's interpretation. A read of many streams (``NVCOMP_MIN_STREAMS``) is inflated on
+the device instead, by NVIDIA's nvCOMP in one batched call, where ``nvidia-nvcomp-cu13``
+is installed. The same code runs with numpy as the array module, which is how it is
 tested against uproot without a GPU.
 
 What it reads: the three kinds of buffer NanoEvents asks for plain NanoAOD branches
@@ -44,7 +45,7 @@ class Unsupported(Exception):
 
 
 @dataclass(slots=True)
-class _Basket:
+class Basket:
     entry_start: int
     entry_stop: int
     keylen: int
@@ -71,7 +72,7 @@ def _value_dtypes(branch, jagged: bool):
     return on_file, native
 
 
-def _baskets(branch, start: int, stop: int) -> list[_Basket]:
+def find_baskets(branch, start: int, stop: int) -> list[Basket]:
     """The baskets of ``branch`` holding entries [start, stop), their headers parsed and
     their compressed bytes read (one request for all, through uproot's source)."""
     if branch.embedded_baskets:
@@ -89,7 +90,7 @@ def _baskets(branch, start: int, stop: int) -> list[_Basket]:
         nbytes, _version, objlen, _datime, keylen, _cycle = _KEY.unpack_from(raw, 0)
         _v, _size, _nevsize, _nev, last_byte = _BASKET.unpack_from(
             raw, keylen - _BASKET.size - 1)
-        basket = _Basket(offsets[i], offsets[i + 1], keylen, last_byte - keylen, objlen,
+        basket = Basket(offsets[i], offsets[i + 1], keylen, last_byte - keylen, objlen,
                          None, [])
         payload = raw[keylen:nbytes]
         if objlen == nbytes - keylen:
@@ -155,7 +156,7 @@ def _host_inflate():
         return zlib.decompress
 
 
-def _payloads(baskets: list[_Basket], xp, copy):
+def _payloads(baskets: list[Basket], xp, copy):
     """Every basket's inflated payload, in order, in one uint8 array of ``xp``, and
     where each starts in it; ``copy`` moves a host array to ``xp``."""
     starts = np.zeros(len(baskets) + 1, dtype=np.int64)
@@ -237,7 +238,7 @@ def read_flat(branch, start: int, stop: int, xp, copy=None):
     on_file, native = _value_dtypes(branch, jagged=False)
     if stop <= start:
         return xp.zeros(0, dtype=native)
-    baskets = _baskets(branch, start, stop)
+    baskets = find_baskets(branch, start, stop)
     payload, at = _payloads(baskets, xp, _copier(xp, copy))
     size = on_file.itemsize
     pieces = []
@@ -257,7 +258,7 @@ def read_content(branch, start: int, stop: int, xp, copy=None):
     on_file, native = _value_dtypes(branch, jagged=True)
     if stop <= start:
         return xp.zeros(0, dtype=native)
-    baskets = _baskets(branch, start, stop)
+    baskets = find_baskets(branch, start, stop)
     payload, at = _payloads(baskets, xp, _copier(xp, copy))
     # where entry j of a basket starts: its entry offsets follow its values (a count, then
     # big-endian int32 offsets from the key's start; the last, unused, is the values' end)

@@ -52,7 +52,6 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
-
 from coffea.processor import ProcessorABC, accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 

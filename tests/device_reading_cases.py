@@ -57,7 +57,8 @@ def compare_file(path, xp, to_host=lambda a: a) -> int:
             branch = tree[name]
             for start, stop in ranges(branch):
                 kind, want = expected(branch, start, stop)
-                read = device_reading.read_content if kind == "content" else device_reading.read_flat
+                read = (device_reading.read_content if kind == "content"
+                        else device_reading.read_flat)
                 got = to_host(read(branch, start, stop, xp))
                 assert got.dtype == want.dtype, (path, name, got.dtype, want.dtype)
                 assert np.array_equal(got, want, equal_nan=want.dtype.kind == "f"), (
