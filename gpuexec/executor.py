@@ -290,6 +290,19 @@ def _device_copier(ak_backend: str):
     return cupy.asarray, (lambda: cupy.cuda.get_current_stream().synchronize())
 
 
+def _read_then_copy(read, copy, wait, timings: _Timings):
+    """``read()`` (a host array) copied by ``copy`` once the copy is done, the seconds of
+    each added to ``timings``."""
+    t0 = time.perf_counter()
+    host = read()
+    t1 = time.perf_counter()
+    out = copy(host)
+    wait()
+    timings.read += t1 - t0
+    timings.transfer += time.perf_counter() - t1
+    return out
+
+
 def _array_module(ak_backend: str):
     if ak_backend == "cpu":
         return np
@@ -329,21 +342,16 @@ class _DeviceBuffers(Mapping):
                 try:
                     tree = self.mapping._column_source(uuid, treepath)
                     out = read(tree[name], start, stop, self.xp, copy)
-                except device_reading.Unsupported:
-                    pass
-                else:
-                    self.wait()
-                    self.timings.read += time.perf_counter() - t0 - copied[0]
-                    self.timings.transfer += copied[0]
+                except device_reading.Unsupported:  # (its time so far counts as reading)
+                    out = None
+                self.wait()
+                self.timings.read += time.perf_counter() - t0 - copied[0]
+                self.timings.transfer += copied[0]
+                if out is not None:
                     return out
-            host = self.mapping[key]
-            host = host() if callable(host) else host  # coffea's virtual mode: a partial
-            t1 = time.perf_counter()
-            out = self.copy(host)
-            self.wait()
-            self.timings.read += t1 - t0
-            self.timings.transfer += time.perf_counter() - t1
-            return out
+            host = self.mapping[key]  # coffea's virtual mode: a partial that reads it
+            return _read_then_copy(host if callable(host) else (lambda: host), self.copy,
+                                   self.wait, self.timings)
         return load
 
     def __iter__(self):  # ak.from_buffers only looks buffers up
@@ -377,8 +385,8 @@ def stage_events(events, ak_backend: str, timings: _Timings | None = None,
     still lazy: a column is read (and, for "cuda", copied to the device) once, when the
     processor first touches it; ``timings`` collects the seconds of both. ``ak.to_backend``
     cannot do this: it refuses buffers not yet read. ``read_on_device``: plain NanoAOD
-    branches are read by ``gpuexec.device_reading`` (on "cuda": inflated and decoded on
-    the device) instead of by uproot on the host."""
+    branches are read by ``gpuexec.device_reading`` (the host only inflates; on "cuda"
+    the values are made on the device) instead of by uproot."""
     import awkward as ak
     from awkward._nplikes.virtual import VirtualNDArray
 
@@ -391,16 +399,8 @@ def stage_events(events, ak_backend: str, timings: _Timings | None = None,
     form, length, container = ak.to_buffers(events)
 
     def lazy(buffer):
-        def load():
-            t0 = time.perf_counter()
-            host = buffer.materialize() if isinstance(buffer, VirtualNDArray) else buffer
-            t1 = time.perf_counter()
-            out = copy(host)
-            wait()
-            timings.read += t1 - t0
-            timings.transfer += time.perf_counter() - t1
-            return out
-        return load
+        read = buffer.materialize if isinstance(buffer, VirtualNDArray) else (lambda: buffer)
+        return lambda: _read_then_copy(read, copy, wait, timings)
 
     return ak.from_buffers(form, length, {k: lazy(v) for k, v in container.items()},
                            backend=ak_backend, behavior=events.behavior, attrs=events.attrs)
