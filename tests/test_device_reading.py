@@ -112,3 +112,26 @@ def test_events_not_from_nanoevents_are_staged_as_before():
     events = ak.Array({"x": [[1.0], [], [2.0, 3.0]]})
     staged = stage_events(events, "cpu", read_on_device=True)
     assert staged.tolist() == events.tolist()
+
+
+def test_a_basket_whose_blocks_do_not_add_up_is_an_error_naming_branch_and_file(tmp_path):
+    """A corrupt block header (its inflated size one byte short) is a ValueError that
+    names the branch and the file, not values read from the wrong place."""
+    import shutil
+    import struct
+
+    good = cases.generated(tmp_path, events=3000, basket=3000)
+    bad = tmp_path / "corrupt.root"
+    shutil.copy(good, bad)
+    with uproot.open(good) as f:
+        branch = f["Events"]["nMuon"]
+        seek = int(branch.member("fBasketSeek")[0])
+        keylen = branch.basket(0).member("fKeylen")
+    with open(bad, "r+b") as f:
+        f.seek(seek + keylen + 6)  # the block header's 3-byte inflated size
+        size = int.from_bytes(f.read(3), "little")
+        f.seek(seek + keylen + 6)
+        f.write(struct.pack("<I", size - 1)[:3])
+    with uproot.open(bad) as f:
+        with pytest.raises(ValueError, match=r"nMuon basket 0 in .*corrupt\.root"):
+            device_reading.read_flat(f["Events"]["nMuon"], 0, 3000, np)
