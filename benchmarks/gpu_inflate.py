@@ -63,6 +63,8 @@ def zlib_blocks(path: str, tree, branch_names) -> tuple[list[bytes], list[int], 
             raise SystemExit(f"{path}: {err}") from None
         for i, basket in enumerate(found):
             count += 1
+            if basket.stored is None and not basket.streams:
+                raise SystemExit(f"{path}: {basket.where} is not zlib-compressed")
             inflated = basket.stored if basket.stored is not None else b"".join(
                 zlib.decompress(s) for s, _u in basket.streams)
             if inflated != bytes(branch.basket(i).raw_data):

@@ -14,8 +14,11 @@ tested against uproot without a GPU.
 What it reads: the three kinds of buffer NanoEvents asks for plain NanoAOD branches
 (coffea's form keys ``B,!load``, ``B,!load,!content``, ``nB,!load,!counts2offsets``):
 a flat numeric branch, the content of a jagged one without per-entry headers, and offsets
-from a counts branch. Anything else (other interpretations, non-zlib baskets, embedded
-baskets, other transforms) returns None, and the caller reads it as before.
+from a counts branch, in baskets stored as they are or compressed with any of ROOT's
+zlib, LZMA (CMS NanoAOD's usual setting), LZ4 and ZSTD (the host decompresses those
+three with uproot's own decompressors; only zlib goes to nvCOMP). Anything else (other
+interpretations, embedded baskets, other transforms) raises ``Unsupported`` or is not
+matched by ``reader_for``, and the caller reads it as before.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import numpy as np
 _KEY = struct.Struct(">ihiIhh")  # fNbytes, version, fObjlen, fDatime, fKeylen, fCycle
 _BASKET = struct.Struct(">Hiiii")  # fVersion, fBufferSize, fNevBufSize, fNevBuf, fLast
 _BLOCK = struct.Struct("<2sB3s3s")  # algorithm, method, compressed, inflated sizes
+_LZ4_CHECKSUM = struct.Struct(">Q")  # xxhash64 of an LZ4 block, before its data
+ZLIB, LZMA, LZ4, ZSTD = b"ZL", b"XZ", b"L4", b"ZS"  # ROOT's block algorithms
 _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
 # nvCOMP inflates a deflate stream on one block of threads, so it needs many streams at
 # once. Measured on the H200 (benchmarks/results/gpu_inflate_*_s23_h200.*): 280 streams of
@@ -52,7 +57,15 @@ class Basket:
     border: int  # bytes of values; after them come the entry offsets (jagged branches)
     objlen: int  # inflated bytes (values + entry offsets)
     stored: bytes | None  # the payload of a basket stored uncompressed
-    streams: list  # (zlib stream, inflated size) of a compressed basket
+    blocks: list  # (algorithm, compressed data, inflated size) of a compressed basket
+    where: str  # "branch basket i in file", for messages
+
+    @property
+    def streams(self) -> list:
+        """(zlib stream, inflated size) of every block, if all are zlib, else []."""
+        if any(algo != ZLIB for algo, _d, _u in self.blocks):
+            return []
+        return [(data, size) for _a, data, size in self.blocks]
 
 
 def _value_dtypes(branch, jagged: bool):
@@ -90,8 +103,9 @@ def find_baskets(branch, start: int, stop: int) -> list[Basket]:
         nbytes, _version, objlen, _datime, keylen, _cycle = _KEY.unpack_from(raw, 0)
         _v, _size, _nevsize, _nev, last_byte = _BASKET.unpack_from(
             raw, keylen - _BASKET.size - 1)
+        where = f"{branch.name} basket {i} in {branch.file.file_path}"
         basket = Basket(offsets[i], offsets[i + 1], keylen, last_byte - keylen, objlen,
-                         None, [])
+                        None, [], where)
         payload = raw[keylen:nbytes]
         if objlen == nbytes - keylen:
             basket.stored = bytes(payload)
@@ -100,14 +114,21 @@ def find_baskets(branch, start: int, stop: int) -> list[Basket]:
             while pos < len(payload):
                 algo, _method, c3, u3 = _BLOCK.unpack_from(payload, pos)
                 csize, usize = int.from_bytes(c3, "little"), int.from_bytes(u3, "little")
-                if algo != b"ZL":
-                    raise Unsupported(f"{branch.name}: {algo!r} compression")
-                basket.streams.append((payload[pos + _BLOCK.size:pos + _BLOCK.size + csize],
-                                       usize))
+                data = payload[pos + _BLOCK.size:pos + _BLOCK.size + csize]
+                if algo == LZ4:  # an xxhash64 of the block comes first, as uproot checks
+                    import xxhash
+
+                    (checksum,) = _LZ4_CHECKSUM.unpack_from(data, 0)
+                    data = data[_LZ4_CHECKSUM.size:]
+                    if xxhash.xxh64(data).intdigest() != checksum:
+                        raise ValueError(f"{where}: an LZ4 block's checksum does not match")
+                elif algo not in (ZLIB, LZMA, ZSTD):
+                    raise Unsupported(f"{where}: {bytes(algo)!r} compression")
+                basket.blocks.append((bytes(algo), data, usize))
                 pos += _BLOCK.size + csize
-            if sum(u for _s, u in basket.streams) != objlen:
-                raise ValueError(f"{branch.name} basket {i} in {branch.file.file_path}: its "
-                                 f"blocks inflate to other than its {objlen} bytes")
+            if sum(u for _a, _d, u in basket.blocks) != objlen:
+                raise ValueError(f"{where}: its blocks inflate to other than its "
+                                 f"{objlen} bytes")
         out.append(basket)
     return out
 
@@ -147,13 +168,33 @@ def inflater(xp, streams: int | None = None) -> str:
     return "host" if streams is not None and streams < NVCOMP_MIN_STREAMS else "nvcomp"
 
 
-def _host_inflate():
+def _host_decompressors() -> dict:
+    """algorithm -> (data, inflated size) -> bytes: zlib with python-isal where installed
+    (else zlib), the others with uproot's own decompressors."""
+    import uproot
+
     try:
         from isal import isal_zlib
 
-        return isal_zlib.decompress
+        inflate = isal_zlib.decompress
     except ImportError:
-        return zlib.decompress
+        inflate = zlib.decompress
+    return {ZLIB: lambda data, _size: inflate(data),
+            LZMA: uproot.LZMA(1).decompress, LZ4: uproot.LZ4(1).decompress,
+            ZSTD: uproot.ZSTD(1).decompress}
+
+
+def _host_payload(basket: Basket, decompressors) -> np.ndarray:
+    if basket.stored is not None:
+        return np.frombuffer(basket.stored, dtype=np.uint8)
+    parts = []
+    for algo, data, size in basket.blocks:
+        out = decompressors[algo](data, size)
+        if len(out) != size:
+            raise ValueError(f"{basket.where}: a block inflated to {len(out)} bytes, its "
+                             f"header says {size}")
+        parts.append(out)
+    return np.frombuffer(b"".join(parts), dtype=np.uint8)
 
 
 def _payloads(baskets: list[Basket], xp, copy):
@@ -161,11 +202,11 @@ def _payloads(baskets: list[Basket], xp, copy):
     where each starts in it; ``copy`` moves a host array to ``xp``."""
     starts = np.zeros(len(baskets) + 1, dtype=np.int64)
     np.cumsum([b.objlen for b in baskets], out=starts[1:])
-    if inflater(xp, sum(len(b.streams) for b in baskets)) == "host":
-        inflate = _host_inflate()
-        parts = [np.frombuffer(b.stored, dtype=np.uint8) if b.stored is not None else
-                 np.frombuffer(b"".join(inflate(s) for s, _u in b.streams), dtype=np.uint8)
-                 for b in baskets]
+    all_zlib = all(b.stored is not None or b.streams for b in baskets)
+    streams = sum(len(b.blocks) for b in baskets)
+    if not all_zlib or inflater(xp, streams) == "host":
+        decompressors = _host_decompressors()
+        parts = [_host_payload(b, decompressors) for b in baskets]
         host = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
         return copy(host), starts
     return _nvcomp_payloads(baskets, xp, starts, copy), starts
@@ -213,8 +254,10 @@ def _nvcomp_payloads(baskets, cp, starts, copy):
 # ------------------------------------------------------------------------------ values
 def _native(raw, on_file, native, xp):
     """Big-endian bytes ``raw`` (uint8 of ``xp``) as values of dtype ``native``."""
+    if xp is np:  # numpy swaps big-endian values itself, faster than a strided copy
+        return raw.view(on_file).astype(native)
     size = on_file.itemsize
-    if size > 1:  # reverse the bytes of every value: one gather on either module
+    if size > 1:  # CuPy has no big-endian dtypes: reverse each value's bytes, one gather
         raw = xp.ascontiguousarray(raw.reshape(-1, size)[:, ::-1]).reshape(-1)
     return raw.view(native)
 

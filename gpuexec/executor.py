@@ -885,12 +885,13 @@ class GPUExecutor(ExecutorBase):
             "zlib" (``gpuexec.inflate``; same bytes, less reading time: on the H200 host
             reading was most of a GPU task).
         read_on_device: on GPU workers, plain NanoAOD branches (flat numbers, jagged
-            content, offsets from counts; zlib baskets) are read by
-            ``gpuexec.device_reading``: the host cuts the compressed streams out of the
-            file and the device inflates them (nvCOMP, where ``nvidia-nvcomp-cu13`` is
-            installed; else the host inflates them) and decodes the values. Other
-            buffers are read by coffea and uproot as before. False: every buffer the
-            usual way.
+            content, offsets from counts) are read by ``gpuexec.device_reading``: the
+            host cuts the compressed blocks out of the file and decompresses them (a read
+            of many zlib blocks is inflated on the device by nvCOMP where
+            ``nvidia-nvcomp-cu13`` is installed), the bytes go to the device in one copy
+            and the values are made there, without uproot's per-basket interpretation.
+            Other buffers are read by coffea and uproot as before. False: every buffer
+            the usual way.
     """
 
     client: Any = None
