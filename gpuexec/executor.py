@@ -481,11 +481,12 @@ class _Task:
 
     def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
                  report_runs: bool = False, inflate: str = "auto", report_starts: bool = False,
-                 read_on_device: bool = False):
+                 read_on_device: bool = False, cpu_direct_read: bool = False):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         self.compression = compression
         self.inflate = inflate  # gpuexec.inflate choice, applied in the worker
         self.read_on_device = read_on_device  # GPU pools: gpuexec.device_reading
+        self.cpu_direct_read = cpu_direct_read  # pools on the CPU engine: the same
         self.backends = backends  # pool -> kernel backend its tasks run under
         self.gpu_pools = frozenset(gpu_pools)
         self.report_runs = report_runs  # send each task's runs to the client as it ends
@@ -499,7 +500,8 @@ class _Task:
         ak_backend = "cpu"
         if pool in self.gpu_pools:
             ak_backend = getattr(gk.get_backend(self.backends[pool]), "ak_backend", "cpu")
-        if ak_backend == "cpu":
+        direct = self.read_on_device if ak_backend != "cpu" else self.cpu_direct_read
+        if ak_backend == "cpu" and not direct:
             # host columns: the processor runs on coffea's events unchanged (staging on the
             # host only adds a rebuild of the events; its reads are then not timed apart),
             # and coffea unpickles it itself
@@ -507,7 +509,7 @@ class _Task:
         proc = _runner_processor(self.function)
         if proc is None:
             return self.function
-        staged = _StagedProcessor(proc, ak_backend, timings, self.read_on_device)
+        staged = _StagedProcessor(proc, ak_backend, timings, direct)
         return functools.partial(self.function.func, *self.function.args,
                                  **dict(self.function.keywords, processor_instance=staged))
 
@@ -892,6 +894,11 @@ class GPUExecutor(ExecutorBase):
             and the values are made there, without uproot's per-basket interpretation.
             Other buffers are read by coffea and uproot as before. False: every buffer
             the usual way.
+        cpu_direct_read: CPU workers (and a GPU pool on the CPU engine) read the same
+            branches through ``gpuexec.device_reading`` with numpy (their events rebuilt
+            over its buffers) instead of coffea's events as they come. Off by default:
+            on the VM it read a chunk's zlib columns 1.6x faster
+            (``benchmarks/read_columns.py``); not yet measured on a GPU host.
     """
 
     client: Any = None
@@ -918,6 +925,7 @@ class GPUExecutor(ExecutorBase):
     priority: int = 0
     inflate: str = "auto"
     read_on_device: bool = True
+    cpu_direct_read: bool = False
 
     def __post_init__(self):
         if self.treereduction < 2:
@@ -1160,7 +1168,8 @@ class GPUExecutor(ExecutorBase):
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
                      report_starts=policy is not None and policy.backup_margin is not None,
-                     inflate=self.inflate, read_on_device=self.read_on_device)
+                     inflate=self.inflate, read_on_device=self.read_on_device,
+                     cpu_direct_read=self.cpu_direct_read)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
         if self.status:
