@@ -60,8 +60,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from examples.make_sample import write_sample
-    from gpuexec import device_reading
+    from gpuexec import device_reading, inflate
     from gpuexec.scheduler.calibration import cpu_model
+
+    library = inflate.use("auto")  # as GPUExecutor's workers do: both readers inflate with it
 
     tmp = tempfile.TemporaryDirectory(prefix="gpuexec-read-")
     rows = []
@@ -87,6 +89,7 @@ def main(argv=None) -> int:
                           "cores": len(os.sched_getaffinity(0)),
                           "python": platform.python_version()},
               "backend": args.backend, "events": args.events, "repeat": args.repeat,
+              "zlib_library": library,
               "inflater": device_reading.inflater(xp) if xp is not None else "host",
               "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

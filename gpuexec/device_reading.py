@@ -26,7 +26,6 @@ from __future__ import annotations
 import bisect
 import struct
 import threading
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,27 +160,21 @@ def _nvcomp_codec():
 
 def inflater(xp, streams: int | None = None) -> str:
     """Which inflater ``read_*`` uses with array module ``xp`` for ``streams`` zlib
-    streams (None: many): "nvcomp" (on the device) or "host" (python-isal where
-    installed, else zlib, then one copy)."""
+    streams (None: many): "nvcomp" (on the device) or "host" (uproot's zlib
+    decompressor, then one copy)."""
     if xp is np or _nvcomp_codec() is None:
         return "host"
     return "host" if streams is not None and streams < NVCOMP_MIN_STREAMS else "nvcomp"
 
 
 def _host_decompressors() -> dict:
-    """algorithm -> (data, inflated size) -> bytes: zlib with python-isal where installed
-    (else zlib), the others with uproot's own decompressors."""
+    """algorithm -> (data, inflated size) -> bytes: uproot's own decompressors, so that
+    zlib is inflated by the library uproot's reader uses (``uproot.ZLIB.library``, which
+    GPUExecutor's ``inflate`` setting chooses: python-isal by default)."""
     import uproot
 
-    try:
-        from isal import isal_zlib
-
-        inflate = isal_zlib.decompress
-    except ImportError:
-        inflate = zlib.decompress
-    return {ZLIB: lambda data, _size: inflate(data),
-            LZMA: uproot.LZMA(1).decompress, LZ4: uproot.LZ4(1).decompress,
-            ZSTD: uproot.ZSTD(1).decompress}
+    return {ZLIB: uproot.ZLIB(1).decompress, LZMA: uproot.LZMA(1).decompress,
+            LZ4: uproot.LZ4(1).decompress, ZSTD: uproot.ZSTD(1).decompress}
 
 
 def _host_payload(basket: Basket, decompressors) -> np.ndarray:

@@ -897,8 +897,8 @@ class GPUExecutor(ExecutorBase):
         cpu_direct_read: CPU workers (and a GPU pool on the CPU engine) read the same
             branches through ``gpuexec.device_reading`` with numpy (their events rebuilt
             over its buffers) instead of coffea's events as they come. Off by default:
-            on the VM it read a chunk's zlib columns 1.6x faster
-            (``benchmarks/read_columns.py``); not yet measured on a GPU host.
+            on a 2-core VM, ADL Q8 1.04x, Q6 1.00x, Q1 0.92x (docs/executor.md); not yet
+            measured on a GPU host.
     """
 
     client: Any = None
