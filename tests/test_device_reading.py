@@ -156,3 +156,30 @@ def test_a_basket_whose_blocks_do_not_add_up_is_an_error_naming_branch_and_file(
     with uproot.open(bad) as f:
         with pytest.raises(ValueError, match=r"nMuon basket 0 in .*corrupt\.root"):
             device_reading.read_flat(f["Events"]["nMuon"], 0, 3000, np)
+
+
+def test_a_basket_of_several_compression_blocks(tmp_path):
+    """ROOT splits a basket above 16 MiB into blocks, each with its own header: the reader
+    joins them (flat and jagged), for ranges starting and ending inside the basket."""
+    import awkward as ak
+
+    n = 2_200_000
+    rng = np.random.default_rng(3)
+    counts = rng.poisson(2, n)
+    path = str(tmp_path / "big.root")
+    with uproot.recreate(path, compression=uproot.ZLIB(1)) as f:
+        f.mktree("Events", {"x": "float64", "v": "var * float32"})
+        f["Events"].extend({"x": np.round(rng.random(n), 3),
+                            "v": ak.unflatten(np.round(rng.random(int(counts.sum())), 2)
+                                              .astype(np.float32), counts)})
+    with uproot.open(path) as f:
+        tree = f["Events"]
+        for name in ("x", "v"):
+            (basket,) = device_reading.find_baskets(tree[name], 0, n)
+            assert len(basket.blocks) >= 2
+        start, stop = 123, n - 7
+        assert np.array_equal(device_reading.read_flat(tree["x"], start, stop, np),
+                              tree["x"].array(entry_start=start, entry_stop=stop,
+                                              library="np"))
+        want = ak.to_numpy(ak.flatten(tree["v"].array(entry_start=start, entry_stop=stop)))
+        assert np.array_equal(device_reading.read_content(tree["v"], start, stop, np), want)
