@@ -41,6 +41,7 @@ _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
 # one file's Q8 baskets in 49 ms, 7.8x one host core with ISA-L; but GPU workers asking
 # it for one branch of one task at a time (1-4 streams each) read ADL Q8 2.3x slower than
 # uproot (executor_device_reading_s23_h200.*). Fewer streams than this: the host inflates.
+# 64 lies between those two measurements; the crossover itself was not measured.
 NVCOMP_MIN_STREAMS = 64
 
 
