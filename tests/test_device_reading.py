@@ -183,3 +183,80 @@ def test_a_basket_of_several_compression_blocks(tmp_path):
                                               library="np"))
         want = ak.to_numpy(ak.flatten(tree["v"].array(entry_start=start, entry_stop=stop)))
         assert np.array_equal(device_reading.read_content(tree["v"], start, stop, np), want)
+
+
+class _FakeNvcomp:
+    """nvCOMP's Python API as device_reading uses it, inflating on the host (raw deflate
+    through zlib): the packing, alignment and order of the device path run without a GPU."""
+
+    class BitstreamKind:
+        RAW = "raw"
+
+    class Codec:
+        def __init__(self, algorithm, bitstream_kind):
+            assert (algorithm, bitstream_kind) == ("Deflate", "raw")
+
+        def compression_config(self, sizes):
+            return list(sizes)
+
+        def decompression_config(self, config):
+            return config
+
+        def decode(self, arrays, decompression_config):
+            import zlib
+
+            out = []
+            for data, size in zip(arrays, decompression_config):
+                assert data.ctypes.data % 4 == 0, "nvCOMP wants 4-byte aligned inputs"
+                raw = zlib.decompress(data.tobytes(), -15)
+                assert len(raw) == size
+                out.append(np.frombuffer(raw, dtype=np.uint8))
+            return out
+
+    @staticmethod
+    def as_arrays(views):
+        return list(views)
+
+
+class _FakeCupy:
+    """The few CuPy calls of device_reading's device path, on numpy."""
+
+    uint8 = np.uint8
+    asarray = staticmethod(np.asarray)
+    ascontiguousarray = staticmethod(np.ascontiguousarray)
+    concatenate = staticmethod(np.concatenate)
+    zeros = staticmethod(np.zeros)
+    arange = staticmethod(np.arange)
+
+    class cuda:  # noqa: N801 (CuPy's name)
+        @staticmethod
+        def alloc_pinned_memory(n):
+            return bytearray(n)
+
+
+def test_the_nvcomp_path_packs_streams_aligned_and_in_order(monkeypatch, multi):
+    """With many streams per read the baskets' deflate streams (and stored payloads) go to
+    nvCOMP from one aligned buffer and come back in order: every branch still equals
+    uproot's (a stand-in nvCOMP and CuPy; the real ones ran on the H200)."""
+    import sys
+    import types
+
+    nvidia = types.ModuleType("nvidia")
+    nvidia.nvcomp = _FakeNvcomp
+    monkeypatch.setitem(sys.modules, "nvidia", nvidia)
+    monkeypatch.setitem(sys.modules, "nvidia.nvcomp", _FakeNvcomp)
+    monkeypatch.setattr(device_reading, "_local", type(device_reading._local)())
+    monkeypatch.setattr(device_reading, "NVCOMP_MIN_STREAMS", 1)
+    fake = _FakeCupy()
+    assert device_reading.inflater(fake) == "nvcomp"
+    with uproot.open(multi) as f:
+        tree = f["Events"]
+        for name in ("MET_pt", "Muon_pt", "Electron_charge", "nJet"):
+            branch = tree[name]
+            for start, stop in cases.ranges(branch):
+                kind, want = cases.expected(branch, start, stop)
+                read = (device_reading.read_content if kind == "content"
+                        else device_reading.read_flat)
+                got = read(branch, start, stop, fake)
+                assert got.dtype == want.dtype
+                assert np.array_equal(got, want), (name, start, stop)
