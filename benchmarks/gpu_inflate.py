@@ -17,9 +17,7 @@ against the host's. Prints a table and writes JSON with the machine named.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -211,10 +209,9 @@ def main(argv=None) -> int:
               f"{r['nvcomp']}), output equal to zlib's; the host-to-device copy of the "
               f"compressed bytes before it {1e3 * r['copy_s']:.2f} ms (pinned, "
               f"{r['compressed_bytes'] / r['copy_s'] / 1e9:.1f} GB/s)")
-    from gpuexec.scheduler.calibration import cpu_model
+    from benchmarks.executor import machine, save
 
-    result = {"machine": {"host": platform.node(), "cpu": cpu_model(),
-                          "python": platform.python_version()},
+    result = {"machine": machine(),
               "events": events, "basket_entries": None if args.file else args.basket_entries,
               "queries": queries, "branches": names, "baskets": baskets,
               "blocks": len(streams), "compressed_bytes": sum(map(len, streams)),
@@ -222,8 +219,7 @@ def main(argv=None) -> int:
               "note": "host inflaters: one core, best of --repeat; nvcomp: median of "
                       "--repeat after a warm-up, the copy apart; 'sizes given': the inflated "
                       "sizes from the ROOT headers passed as a decompression config"}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    save(args.out, result)
     print(f"written {args.out}")
     return 0
 

@@ -14,9 +14,7 @@ Prints a table and writes JSON with the machine named.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -59,9 +57,9 @@ def main(argv=None) -> int:
                                             "read_columns.json"))
     args = parser.parse_args(argv)
 
+    from benchmarks.executor import machine, save
     from examples.make_sample import write_sample
     from gpuexec import device_reading, inflate
-    from gpuexec.scheduler.calibration import cpu_model
 
     library = inflate.use("auto")  # as GPUExecutor's workers do: both readers inflate with it
 
@@ -85,15 +83,12 @@ def main(argv=None) -> int:
     xp = None
     if args.backend != "cpu":
         import cupy as xp
-    result = {"machine": {"host": platform.node(), "cpu": cpu_model(),
-                          "cores": len(os.sched_getaffinity(0)),
-                          "python": platform.python_version()},
+    result = {"machine": machine(),
               "backend": args.backend, "events": args.events, "repeat": args.repeat,
               "zlib_library": library,
               "inflater": device_reading.inflater(xp) if xp is not None else "host",
               "rows": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    save(args.out, result)
     print(f"written {args.out}")
     return 0
 

@@ -24,6 +24,7 @@ matched by ``reader_for``, and the caller reads it as before.
 from __future__ import annotations
 
 import bisect
+import functools
 import struct
 import threading
 from dataclasses import dataclass
@@ -66,6 +67,11 @@ class Basket:
         if any(algo != ZLIB for algo, _d, _u in self.blocks):
             return []
         return [(data, size) for _a, data, size in self.blocks]
+
+    def local(self, start: int, stop: int) -> tuple[int, int]:
+        """The entries [start, stop) that fall in this basket, counted from its first."""
+        return (max(start, self.entry_start) - self.entry_start,
+                min(stop, self.entry_stop) - self.entry_start)
 
 
 def _value_dtypes(branch, jagged: bool):
@@ -168,6 +174,7 @@ def inflater(xp, streams: int | None = None) -> str:
     return "host" if streams is not None and streams < NVCOMP_MIN_STREAMS else "nvcomp"
 
 
+@functools.cache
 def _host_decompressors() -> dict:
     """algorithm -> (data, inflated size) -> bytes: uproot's own decompressors, so that
     zlib is inflated by the library uproot's reader uses (``uproot.ZLIB.library``, which
@@ -276,14 +283,15 @@ def read_flat(branch, start: int, stop: int, xp, copy=None):
     if stop <= start:
         return xp.zeros(0, dtype=native)
     baskets = find_baskets(branch, start, stop)
-    payload, at = _payloads(baskets, xp, _copier(xp, copy))
     size = on_file.itemsize
-    pieces = []
-    for k, b in enumerate(baskets):
+    for b in baskets:  # (from the headers: refused before anything is decompressed)
         if b.border != (b.entry_stop - b.entry_start) * size:
             raise Unsupported(f"{branch.name}: a basket of {b.border} bytes for "
                               f"{b.entry_stop - b.entry_start} entries")
-        lo, hi = max(start, b.entry_start) - b.entry_start, min(stop, b.entry_stop) - b.entry_start
+    payload, at = _payloads(baskets, xp, _copier(xp, copy))
+    pieces = []
+    for k, b in enumerate(baskets):
+        lo, hi = b.local(start, stop)
         pieces.append((at[k] + lo * size, at[k] + hi * size))
     return _native(_gather(payload, pieces, xp), on_file, native, xp)
 
@@ -296,15 +304,14 @@ def read_content(branch, start: int, stop: int, xp, copy=None):
     if stop <= start:
         return xp.zeros(0, dtype=native)
     baskets = find_baskets(branch, start, stop)
+    if any(b.border == b.objlen for b in baskets):  # refused before decompressing
+        raise Unsupported(f"{branch.name}: a basket without entry offsets")
     payload, at = _payloads(baskets, xp, _copier(xp, copy))
     # where entry j of a basket starts: its entry offsets follow its values (a count, then
     # big-endian int32 offsets from the key's start; the last, unused, is the values' end)
     wanted = []  # (payload position of the offset, basket, entry)
     for k, b in enumerate(baskets):
-        if b.border == b.objlen:
-            raise Unsupported(f"{branch.name}: a basket without entry offsets")
-        for entry in (max(start, b.entry_start), min(stop, b.entry_stop)):
-            j = entry - b.entry_start
+        for j in b.local(start, stop):
             if 0 < j < b.entry_stop - b.entry_start:
                 wanted.append((at[k] + b.border + 4 + 4 * j, k, j))
     bounds = {}
@@ -318,7 +325,7 @@ def read_content(branch, start: int, stop: int, xp, copy=None):
     pieces = []
     for k, b in enumerate(baskets):
         n = b.entry_stop - b.entry_start
-        lo, hi = max(start, b.entry_start) - b.entry_start, min(stop, b.entry_stop) - b.entry_start
+        lo, hi = b.local(start, stop)
         a = 0 if lo == 0 else (b.border if lo == n else bounds[k, lo])
         z = b.border if hi == n else (0 if hi == 0 else bounds[k, hi])
         if not 0 <= a <= z <= b.border or (z - a) % on_file.itemsize:

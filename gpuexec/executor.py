@@ -55,6 +55,7 @@ import numpy as np
 from coffea.processor import ProcessorABC, accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
+from gpuexec import device_reading
 from gpuexec import inflate as inflater
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.heap import freeze_once
@@ -323,8 +324,6 @@ class _DeviceBuffers(Mapping):
         self.copy, self.wait = _device_copier(ak_backend)
 
     def __getitem__(self, key):
-        from gpuexec import device_reading
-
         def load():
             t0 = time.perf_counter()
             uuid, treepath, start, stop, _partition, nodes = self.mapping.interpret_key(key)
