@@ -45,14 +45,15 @@ def branches_of(tree, queries) -> list[str]:
     return sorted(names)
 
 
-def zlib_blocks(path: str, tree, branch_names) -> tuple[list[bytes], list[int], int]:
+def zlib_blocks(path: str, tree, branch_names) -> tuple[list[bytes], list[int], int, list]:
     """(the zlib streams of every basket of ``branch_names``, their inflated sizes, the
-    number of baskets, stored uncompressed ones included), cut out of the file as GPU
-    workers cut them (``gpuexec.device_reading.find_baskets``); every basket's bytes are
-    checked against uproot's."""
+    number of baskets, stored uncompressed ones included, and the first entry of each
+    stream's basket), cut out of the file as GPU workers cut them
+    (``gpuexec.device_reading.find_baskets``); every basket's bytes are checked against
+    uproot's."""
     from gpuexec import device_reading
 
-    streams, sizes, count = [], [], 0
+    streams, sizes, count, firsts = [], [], 0, []
     for name in branch_names:
         branch = tree[name]
         try:
@@ -69,7 +70,8 @@ def zlib_blocks(path: str, tree, branch_names) -> tuple[list[bytes], list[int], 
                 raise SystemExit(f"{name} basket {i}: its bytes differ from uproot's")
             streams += [bytes(s) for s, _u in basket.streams]
             sizes += [u for _s, u in basket.streams]
-    return streams, sizes, count
+            firsts += [basket.entry_start] * len(basket.streams)
+    return streams, sizes, count, firsts
 
 
 def host_seconds(streams, library: str, repeat: int) -> float:
@@ -87,7 +89,8 @@ def host_seconds(streams, library: str, repeat: int) -> float:
     return best
 
 
-def gpu_inflate(streams, sizes, repeat: int) -> dict:
+def gpu_inflate(streams, sizes, repeat: int,
+                labels=("sizes_found", "sizes_given")) -> dict:
     """nvCOMP Deflate over every stream in one batched call, from one host buffer copied
     to the device; medians of ``repeat`` (after a warm-up) of the copy and the inflate,
     and the output checked against the host's."""
@@ -123,6 +126,8 @@ def gpu_inflate(streams, sizes, repeat: int) -> dict:
               "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
               "nvcomp": nvcomp.__version__}
     for label, config in (("sizes_found", None), ("sizes_given", known)):
+        if label not in labels:
+            continue
         once(config)
         copies, inflates = [], []
         for _ in range(repeat):
@@ -138,6 +143,38 @@ def gpu_inflate(streams, sizes, repeat: int) -> dict:
     return result
 
 
+def task_sweep(streams, sizes, firsts, task_events, repeat: int, gpu: bool) -> list[dict]:
+    """For a task of each number of events in ``task_events``: the streams of the baskets
+    holding its first that many entries (every branch, as one batched read of a GPU
+    worker's task would take them), inflated by one host core with ISA-L against one
+    nvCOMP call with the sizes given, the copy of the compressed bytes included: where the
+    crossover ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` lies."""
+    rows = []
+    for n in task_events:
+        pick = [k for k, first in enumerate(firsts) if first < n]
+        sub, subsizes = [streams[k] for k in pick], [sizes[k] for k in pick]
+        row = {"task_events": n, "streams": len(sub), "inflated_bytes": sum(subsizes)}
+        try:
+            row["isal_s"] = host_seconds(sub, "isal", repeat)
+        except ImportError as err:
+            row["isal_s"] = None
+            row["not_run"] = str(err)
+        if gpu and sub:
+            timed = gpu_inflate(sub, subsizes, repeat, labels=("sizes_given",))["sizes_given"]
+            row["nvcomp_s"] = timed["copy_s"] + timed["inflate_s"]
+        rows.append(row)
+    print(f"{'task events':>11} {'streams':>8} {'MB out':>7} {'isal ms':>8} "
+          f"{'nvcomp ms':>10} {'isal/nvcomp':>11}")
+    for row in rows:
+        isal, nv = row.get("isal_s"), row.get("nvcomp_s")
+        ratio = f"{isal / nv:10.2f}x" if isal and nv else f"{'-':>11}"
+        print(f"{row['task_events']:>11,} {row['streams']:>8} "
+              f"{row['inflated_bytes'] / 1e6:7.1f} "
+              f"{(f'{1e3 * isal:8.2f}' if isal else f'{chr(45):>8}')} "
+              f"{(f'{1e3 * nv:10.2f}' if nv else f'{chr(45):>10}')} {ratio}")
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=2_000_000)
@@ -151,6 +188,10 @@ def main(argv=None) -> int:
                              "writes one basket per branch per this many events)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-gpu", action="store_true", help="host inflaters only")
+    parser.add_argument("--task-events", default=None,
+                        help="comma-separated task sizes: also time the streams one task of "
+                             "each size reads (ISA-L on one core against one nvCOMP call, "
+                             "copy included)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu_inflate.json"))
     args = parser.parse_args(argv)
 
@@ -169,7 +210,7 @@ def main(argv=None) -> int:
     with uproot.open(path) as f:
         tree = f["Events"]
         names = args.branches.split(",") if args.branches else branches_of(tree, queries)
-        streams, sizes, baskets = zlib_blocks(path, tree, names)
+        streams, sizes, baskets, firsts = zlib_blocks(path, tree, names)
         events = tree.num_entries
     inflated = sum(sizes)
     print(f"Q{args.queries}: {len(names)} branches, {baskets} baskets, {len(streams)} zlib "
@@ -209,13 +250,18 @@ def main(argv=None) -> int:
               f"{r['nvcomp']}), output equal to zlib's; the host-to-device copy of the "
               f"compressed bytes before it {1e3 * r['copy_s']:.2f} ms (pinned, "
               f"{r['compressed_bytes'] / r['copy_s'] / 1e9:.1f} GB/s)")
+    sweep = None
+    if args.task_events:
+        sweep = task_sweep(streams, sizes, firsts,
+                           [int(n) for n in args.task_events.split(",")], args.repeat,
+                           gpu="copy_s" in rows.get("nvcomp, sizes found", {}))
     from benchmarks.executor import machine, save
 
     result = {"machine": machine(),
               "events": events, "basket_entries": None if args.file else args.basket_entries,
               "queries": queries, "branches": names, "baskets": baskets,
               "blocks": len(streams), "compressed_bytes": sum(map(len, streams)),
-              "inflated_bytes": inflated, "inflaters": rows,
+              "inflated_bytes": inflated, "inflaters": rows, "task_sweep": sweep,
               "note": "host inflaters: one core, best of --repeat; nvcomp: median of "
                       "--repeat after a warm-up, the copy apart; 'sizes given': the inflated "
                       "sizes from the ROOT headers passed as a decompression config"}

@@ -98,6 +98,9 @@ def test_gpu_inflate_benchmark_finds_the_baskets_uproot_reads(sample):
     with uproot.open(path) as f:
         tree = f["Events"]
         names = [k for k in tree.keys() if k.startswith(("nMuon", "Muon_", "Jet_"))]
-        streams, sizes, baskets = gpu_inflate.zlib_blocks(path, tree, names)
+        streams, sizes, baskets, firsts = gpu_inflate.zlib_blocks(path, tree, names)
         assert baskets == sum(tree[n].num_baskets for n in names)
-    assert streams and len(sizes) == len(streams)
+    assert streams and len(sizes) == len(streams) == len(firsts)
+    with uproot.open(path) as f:  # each stream is tagged with its basket's first entry
+        starts = {int(s) for n in names for s in f["Events"][n].entry_offsets[:-1]}
+    assert set(firsts) <= starts
