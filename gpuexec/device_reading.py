@@ -37,13 +37,14 @@ _BLOCK = struct.Struct("<2sB3s3s")  # algorithm, method, compressed, inflated si
 _LZ4_CHECKSUM = struct.Struct(">Q")  # xxhash64 of an LZ4 block, before its data
 ZLIB, LZMA, LZ4, ZSTD = b"ZL", b"XZ", b"L4", b"ZS"  # ROOT's block algorithms
 _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
-# nvCOMP inflates a deflate stream on one block of threads, so it needs many streams at
-# once. Measured on the H200 (benchmarks/results/gpu_inflate_*_s23_h200.*): 280 streams of
-# one file's Q8 baskets in 49 ms, 7.8x one host core with ISA-L; but GPU workers asking
-# it for one branch of one task at a time (1-4 streams each) read ADL Q8 2.3x slower than
-# uproot (executor_device_reading_s23_h200.*). Fewer streams than this: the host inflates.
-# 64 lies between those two measurements; the crossover itself was not measured.
-NVCOMP_MIN_STREAMS = 64
+# nvCOMP inflates a deflate stream on one block of threads, so one call takes about as
+# long as its slowest stream: on the H200, 44-50 ms for any number of Q8's 100k-entry
+# baskets from 14 streams to 224, against one host core with ISA-L at 1.3 ms a stream
+# (benchmarks/results/gpu_inflate_task_sweep_q8_s24_h200.*, copy included: 28 streams
+# 41 ms on the host against 45, 56 streams 73 against 46). The crossover lies between
+# 28 and 56 streams; fewer than this, the host inflates. A GPU worker's task reaches it
+# only by reading its columns together (``read_many``; the executor's read-ahead).
+NVCOMP_MIN_STREAMS = 32
 
 
 class Unsupported(Exception):
@@ -275,89 +276,155 @@ def _copier(xp, copy):
     return copy if copy is not None else (lambda a: a) if xp is np else xp.asarray
 
 
-def read_flat(branch, start: int, stop: int, xp, copy=None):
-    """Entries [start, stop) of a flat numeric branch as a native array of ``xp``;
-    ``copy``: how host bytes reach ``xp`` (default ``xp.asarray``; the executor times
-    it)."""
-    on_file, native = _value_dtypes(branch, jagged=False)
-    if stop <= start:
-        return xp.zeros(0, dtype=native)
-    baskets = find_baskets(branch, start, stop)
+@dataclass(slots=True)
+class _Plan:
+    """One column of a batched read: checked against the headers, its baskets found."""
+
+    kind: str  # "flat", "content" or "offsets" (a counts branch read as offsets)
+    branch: object
+    start: int
+    stop: int
+    on_file: np.dtype
+    native: np.dtype
+    baskets: list
+
+
+def _plan(kind: str, branch, start: int, stop: int) -> _Plan:
+    """Refuses (``Unsupported``) a column this module cannot read, from its interpretation
+    and basket headers, before anything is decompressed."""
+    on_file, native = _value_dtypes(branch, jagged=kind == "content")
+    if kind == "offsets" and native.kind not in "iu":
+        raise Unsupported(f"{branch.name}: counts of dtype {native}")
+    baskets = find_baskets(branch, start, stop) if stop > start else []
     size = on_file.itemsize
-    for b in baskets:  # (from the headers: refused before anything is decompressed)
-        if b.border != (b.entry_stop - b.entry_start) * size:
+    for b in baskets:
+        if kind == "content" and b.border == b.objlen:
+            raise Unsupported(f"{branch.name}: a basket without entry offsets")
+        if kind != "content" and b.border != (b.entry_stop - b.entry_start) * size:
             raise Unsupported(f"{branch.name}: a basket of {b.border} bytes for "
                               f"{b.entry_stop - b.entry_start} entries")
+    return _Plan(kind, branch, start, stop, on_file, native, baskets)
+
+
+def _content_bounds(plans, first, payload, at, xp) -> dict:
+    """(plan, basket, entry) -> where that entry's values start in its basket, for the
+    entries where the content columns of ``plans`` begin and end inside a basket: a jagged
+    basket's entry offsets follow its values (a count, then big-endian int32 offsets from
+    the key's start; the last, unused, is the values' end). One read back to the host for
+    all of them."""
+    wanted = []  # (payload position of the offset, plan, basket, entry)
+    for p, plan in enumerate(plans):
+        if plan.kind != "content":
+            continue
+        for k, b in enumerate(plan.baskets):
+            for j in b.local(plan.start, plan.stop):
+                if 0 < j < b.entry_stop - b.entry_start:
+                    wanted.append((at[first[p] + k] + b.border + 4 + 4 * j, p, k, j))
+    if not wanted:
+        return {}
+    index = xp.asarray(np.array([w[0] for w in wanted], dtype=np.int64))
+    words = payload[index[:, None] + xp.arange(4)].reshape(-1)
+    values = _native(words, np.dtype(">i4"), np.dtype(np.int32), xp)
+    host = values.get() if hasattr(values, "get") else values
+    return {(p, k, j): v - plans[p].baskets[k].keylen
+            for (_w, p, k, j), v in zip(wanted, host.tolist())}
+
+
+def _finish(plan: _Plan, p: int, base: int, payload, at, bounds, xp):
+    """Plan ``p``'s column cut out of the batch's payload (its baskets from ``base`` on)."""
+    if plan.stop <= plan.start:
+        values = xp.zeros(0, dtype=plan.native)
+    else:
+        size, pieces = plan.on_file.itemsize, []
+        for k, b in enumerate(plan.baskets):
+            lo, hi = b.local(plan.start, plan.stop)
+            if plan.kind != "content":
+                pieces.append((at[base + k] + lo * size, at[base + k] + hi * size))
+                continue
+            n = b.entry_stop - b.entry_start
+            a = 0 if lo == 0 else (b.border if lo == n else bounds[p, k, lo])
+            z = b.border if hi == n else (0 if hi == 0 else bounds[p, k, hi])
+            if not 0 <= a <= z <= b.border or (z - a) % size:
+                raise ValueError(f"{plan.branch.name} in {plan.branch.file.file_path}: "
+                                 f"entry offsets {a}..{z} outside a basket's {b.border} "
+                                 f"bytes of values")
+            pieces.append((at[base + k] + a, at[base + k] + z))
+        values = _native(_gather(payload, pieces, xp), plan.on_file, plan.native, xp)
+    if plan.kind != "offsets":
+        return values
+    offsets = xp.zeros(values.shape[0] + 1, dtype=np.int64)
+    xp.cumsum(values, out=offsets[1:])
+    return offsets
+
+
+def read_many(columns, xp, copy=None) -> list:
+    """Several columns of one chunk in one batch: ``columns`` is a list of (kind, branch,
+    start, stop) with kind "flat" (a flat numeric branch), "content" (the values of a
+    jagged branch, flat) or "offsets" (int64 offsets, from 0, of the lists a counts
+    branch gives the lengths of). Every basket of every column is inflated together (one
+    copy to the device; one nvCOMP call where it inflates them), so a GPU worker pays the
+    batch's costs once per task instead of once per column. Returns, per column, a native
+    array of ``xp`` or the ``Unsupported`` that refused it (the others are read all the
+    same); ``copy`` moves host bytes to ``xp`` (default ``xp.asarray``; the executor
+    times it)."""
+    plans, refused = [], {}
+    for i, (kind, branch, start, stop) in enumerate(columns):
+        try:
+            plans.append((i, _plan(kind, branch, start, stop)))
+        except Unsupported as err:
+            refused[i] = err
+    first, baskets = [], []
+    for _i, plan in plans:
+        first.append(len(baskets))
+        baskets.extend(plan.baskets)
+    out: list = [refused.get(i) for i in range(len(columns))]
+    if not plans:
+        return out
     payload, at = _payloads(baskets, xp, _copier(xp, copy))
-    pieces = []
-    for k, b in enumerate(baskets):
-        lo, hi = b.local(start, stop)
-        pieces.append((at[k] + lo * size, at[k] + hi * size))
-    return _native(_gather(payload, pieces, xp), on_file, native, xp)
+    bounds = _content_bounds([plan for _i, plan in plans], first, payload, at, xp)
+    for p, (i, plan) in enumerate(plans):
+        out[i] = _finish(plan, p, first[p], payload, at, bounds, xp)
+    return out
+
+
+def _read_one(kind: str, branch, start: int, stop: int, xp, copy):
+    (got,) = read_many([(kind, branch, start, stop)], xp, copy)
+    if isinstance(got, Unsupported):
+        raise got
+    return got
+
+
+def read_flat(branch, start: int, stop: int, xp, copy=None):
+    """Entries [start, stop) of a flat numeric branch as a native array of ``xp``
+    (``read_many`` of one column)."""
+    return _read_one("flat", branch, start, stop, xp, copy)
 
 
 def read_content(branch, start: int, stop: int, xp, copy=None):
     """The values of entries [start, stop) of a jagged branch (NanoAOD's ``Muon_pt``,
-    counts in another branch), flat, as a native array of ``xp`` (``copy`` as in
-    ``read_flat``)."""
-    on_file, native = _value_dtypes(branch, jagged=True)
-    if stop <= start:
-        return xp.zeros(0, dtype=native)
-    baskets = find_baskets(branch, start, stop)
-    if any(b.border == b.objlen for b in baskets):  # refused before decompressing
-        raise Unsupported(f"{branch.name}: a basket without entry offsets")
-    payload, at = _payloads(baskets, xp, _copier(xp, copy))
-    # where entry j of a basket starts: its entry offsets follow its values (a count, then
-    # big-endian int32 offsets from the key's start; the last, unused, is the values' end)
-    wanted = []  # (payload position of the offset, basket, entry)
-    for k, b in enumerate(baskets):
-        for j in b.local(start, stop):
-            if 0 < j < b.entry_stop - b.entry_start:
-                wanted.append((at[k] + b.border + 4 + 4 * j, k, j))
-    bounds = {}
-    if wanted:
-        index = xp.asarray(np.array([p for p, _k, _j in wanted], dtype=np.int64))
-        words = payload[index[:, None] + xp.arange(4)].reshape(-1)
-        values = _native(words, np.dtype(">i4"), np.dtype(np.int32), xp)
-        host = values.get() if hasattr(values, "get") else values
-        for (_p, k, j), v in zip(wanted, host.tolist()):
-            bounds[k, j] = v - baskets[k].keylen
-    pieces = []
-    for k, b in enumerate(baskets):
-        n = b.entry_stop - b.entry_start
-        lo, hi = b.local(start, stop)
-        a = 0 if lo == 0 else (b.border if lo == n else bounds[k, lo])
-        z = b.border if hi == n else (0 if hi == 0 else bounds[k, hi])
-        if not 0 <= a <= z <= b.border or (z - a) % on_file.itemsize:
-            raise ValueError(f"{branch.name} in {branch.file.file_path}: entry offsets "
-                             f"{a}..{z} outside a basket's {b.border} bytes of values")
-        pieces.append((at[k] + a, at[k] + z))
-    return _native(_gather(payload, pieces, xp), on_file, native, xp)
+    counts in another branch), flat, as a native array of ``xp`` (``read_many`` of one
+    column)."""
+    return _read_one("content", branch, start, stop, xp, copy)
 
 
 def read_offsets(branch, start: int, stop: int, xp, copy=None):
     """int64 offsets (from 0) of the lists whose lengths counts branch ``branch`` holds
-    for entries [start, stop) (``copy`` as in ``read_flat``)."""
-    counts = read_flat(branch, start, stop, xp, copy)
-    if counts.dtype.kind not in "iu":
-        raise Unsupported(f"{branch.name}: counts of dtype {counts.dtype}")
-    offsets = xp.zeros(counts.shape[0] + 1, dtype=np.int64)
-    xp.cumsum(counts, out=offsets[1:])
-    return offsets
+    for entries [start, stop) (``read_many`` of one column)."""
+    return _read_one("offsets", branch, start, stop, xp, copy)
 
 
-# coffea NanoEvents' form keys for plain NanoAOD branches, and the reader of each
+# coffea NanoEvents' form keys for plain NanoAOD branches, and the kind of column each is
 _PATTERNS = {
-    ("!load",): read_flat,
-    ("!load", "!content"): read_content,
-    ("!load", "!counts2offsets", "!skip", "!offsets"): read_offsets,
+    ("!load",): "flat",
+    ("!load", "!content"): "content",
+    ("!load", "!counts2offsets", "!skip", "!offsets"): "offsets",
 }
 
 
-def reader_for(nodes) -> tuple | None:
-    """(branch name, reader) for the nodes of a NanoEvents buffer key, or None when this
-    module does not read that kind of buffer."""
+def column_for(nodes) -> tuple | None:
+    """(branch name, kind for ``read_many``) for the nodes of a NanoEvents buffer key, or
+    None when this module does not read that kind of buffer."""
     if len(nodes) < 2 or nodes[0].startswith("!"):
         return None
-    read = _PATTERNS.get(tuple(nodes[1:]))
-    return None if read is None else (nodes[0], read)
+    kind = _PATTERNS.get(tuple(nodes[1:]))
+    return None if kind is None else (nodes[0], kind)

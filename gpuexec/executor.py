@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import logging
 import os
 import pickle
 import queue
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -312,24 +314,98 @@ def _array_module(ak_backend: str):
     return cupy
 
 
+# The plain-branch buffers each processor's last task on this worker read through
+# device_reading, per (processor token, tree): a task of the same processor reads all of
+# them in one batch at its first touch (one inflate, one copy, one nvCOMP call) instead of
+# one read per column as the processor touches them. A column predicted but not touched is
+# read for nothing; one touched but not predicted is read alone, and predicted next time.
+_READ_AHEAD: dict = {}
+_READ_AHEAD_LOCK = threading.Lock()
+READ_AHEAD_KEPT = 64  # processors x trees remembered per worker process
+
+
+def _learned(key) -> tuple:
+    with _READ_AHEAD_LOCK:
+        return _READ_AHEAD.get(key, ())
+
+
+def _learn(key, nodes: tuple) -> None:
+    with _READ_AHEAD_LOCK:
+        _READ_AHEAD.pop(key, None)  # (re-inserted last: the oldest go first)
+        _READ_AHEAD[key] = nodes
+        while len(_READ_AHEAD) > READ_AHEAD_KEPT:
+            _READ_AHEAD.pop(next(iter(_READ_AHEAD)))
+
+
+def processor_token(work) -> str | None:
+    """A digest of the processor inside Runner's work function (its pickle), naming it
+    in ``_READ_AHEAD`` across tasks and calls; None for any other function."""
+    if not (isinstance(work, functools.partial) and work.func is Runner._work_function):
+        return None
+    proc = work.keywords.get("processor_instance")
+    if proc is None:
+        return None
+    try:
+        import cloudpickle
+
+        data = proc if isinstance(proc, (bytes, bytearray)) else cloudpickle.dumps(proc)
+    except Exception:  # an unpicklable processor runs without read-ahead
+        return None
+    return hashlib.sha1(bytes(data)).hexdigest()
+
+
 class _DeviceBuffers(Mapping):
     """The buffers of a chunk's NanoEvents as ``ak.from_buffers`` asks for them, each
     loaded when first touched: plain NanoAOD branches read by
     ``gpuexec.device_reading`` into arrays of the backend's module, any other buffer
-    (or branch it does not handle) read by coffea as before and copied."""
+    (or branch it does not handle) read by coffea as before and copied. With a
+    ``read_ahead`` token, the first plain branch touched is read together with every one
+    the same processor's last task here touched (``_READ_AHEAD``)."""
 
-    def __init__(self, mapping, ak_backend: str, timings: _Timings):
+    def __init__(self, mapping, ak_backend: str, timings: _Timings,
+                 read_ahead: str | None = None):
         self.mapping, self.timings = mapping, timings
         self.xp = _array_module(ak_backend)
         self.copy, self.wait = _device_copier(ak_backend)
+        self.token = read_ahead
+        self.ahead: dict | None = None  # (uuid, tree, start, stop, nodes) -> array
+        self.touched: dict = {}  # tree -> nodes read through device_reading, in order
+
+    def _direct(self, uuid, treepath, start, stop, nodes, name, kind, copy):
+        """The column of ``nodes`` from device_reading (None if it refuses it), read with
+        this processor's learned columns on the first call."""
+        where = (uuid, treepath, start, stop)
+        if self.ahead is not None and (*where, nodes) in self.ahead:
+            return self.ahead.pop((*where, nodes))
+        columns = [(nodes, name, kind)]
+        if self.token is not None and self.ahead is None:
+            self.ahead = {}
+            for other in _learned((self.token, treepath)):
+                found = device_reading.column_for(other)
+                if other != nodes and found is not None:
+                    columns.append((other, *found))
+        tree = self.mapping._column_source(uuid, treepath)
+        requests, kept = [], []
+        for k, (n, branch, kind_) in enumerate(columns):
+            try:
+                requests.append((kind_, tree[branch], start, stop))
+            except KeyError:
+                if k == 0:  # the column asked for: coffea names the missing branch
+                    raise
+                continue  # a learned branch this tree lacks
+            kept.append(n)
+        got = device_reading.read_many(requests, self.xp, copy)
+        for n, value in zip(kept[1:], got[1:]):
+            if not isinstance(value, device_reading.Unsupported):
+                self.ahead[(*where, n)] = value
+        return None if isinstance(got[0], device_reading.Unsupported) else got[0]
 
     def __getitem__(self, key):
         def load():
             t0 = time.perf_counter()
             uuid, treepath, start, stop, _partition, nodes = self.mapping.interpret_key(key)
-            found = device_reading.reader_for(nodes)
+            found = device_reading.column_for(nodes)
             if found is not None:
-                name, read = found
                 copied = [0.0]
 
                 def copy(host):  # the bytes' trip to the device, timed apart
@@ -338,15 +414,16 @@ class _DeviceBuffers(Mapping):
                     self.wait()
                     copied[0] += time.perf_counter() - t
                     return out
-                try:
-                    tree = self.mapping._column_source(uuid, treepath)
-                    out = read(tree[name], start, stop, self.xp, copy)
-                except device_reading.Unsupported:  # (its time so far counts as reading)
-                    out = None
-                self.wait()
+                out = self._direct(uuid, treepath, start, stop, tuple(nodes), *found, copy)
+                self.wait()  # (a refused column's time so far counts as reading)
                 self.timings.read += time.perf_counter() - t0 - copied[0]
                 self.timings.transfer += copied[0]
                 if out is not None:
+                    if self.token is not None:
+                        seen = self.touched.setdefault(treepath, {})
+                        if tuple(nodes) not in seen:
+                            seen[tuple(nodes)] = None
+                            _learn((self.token, treepath), tuple(seen))
                     return out
             host = self.mapping[key]  # coffea's virtual mode: a partial that reads it
             return _read_then_copy(host if callable(host) else (lambda: host), self.copy,
@@ -360,7 +437,7 @@ class _DeviceBuffers(Mapping):
         return 0
 
 
-def _read_on_device(events, ak_backend: str, timings: _Timings):
+def _read_on_device(events, ak_backend: str, timings: _Timings, read_ahead: str | None):
     """``events`` rebuilt from its NanoEvents form over ``_DeviceBuffers``, or None when
     it was not built by coffea's NanoEventsFactory from uproot (then ``stage_events``
     stages its own buffers)."""
@@ -373,25 +450,28 @@ def _read_on_device(events, ak_backend: str, timings: _Timings):
             or not hasattr(mapping, "interpret_key") or not hasattr(mapping, "_column_source")
             or len(mapping) != len(events)):
         return None
-    return ak.from_buffers(form, len(events), _DeviceBuffers(mapping, ak_backend, timings),
+    buffers = _DeviceBuffers(mapping, ak_backend, timings, read_ahead)
+    return ak.from_buffers(form, len(events), buffers,
                            buffer_key=buffer_key, backend=ak_backend, highlevel=True,
                            behavior=events.behavior, attrs=attrs)
 
 
 def stage_events(events, ak_backend: str, timings: _Timings | None = None,
-                 read_on_device: bool = False):
+                 read_on_device: bool = False, read_ahead: str | None = None):
     """``events`` (coffea NanoEvents, virtual or not) on awkward backend ``ak_backend``,
     still lazy: a column is read (and, for "cuda", copied to the device) once, when the
     processor first touches it; ``timings`` collects the seconds of both. ``ak.to_backend``
     cannot do this: it refuses buffers not yet read. ``read_on_device``: plain NanoAOD
     branches are read by ``gpuexec.device_reading`` (the host only inflates; on "cuda"
-    the values are made on the device) instead of by uproot."""
+    the values are made on the device) instead of by uproot; ``read_ahead`` (a
+    ``processor_token``): their first read takes every column this processor's last task
+    in this process read, in one batch."""
     import awkward as ak
     from awkward._nplikes.virtual import VirtualNDArray
 
     timings = timings if timings is not None else _Timings()
     if read_on_device:
-        staged = _read_on_device(events, ak_backend, timings)
+        staged = _read_on_device(events, ak_backend, timings, read_ahead)
         if staged is not None:
             return staged
     copy, wait = _device_copier(ak_backend)
@@ -456,12 +536,13 @@ class _StagedProcessor(ProcessorABC):
     device (``stage_events``), its output brought back to the host."""
 
     def __init__(self, processor, ak_backend: str, timings: _Timings,
-                 read_on_device: bool = False):
+                 read_on_device: bool = False, read_ahead: str | None = None):
         self.processor, self.ak_backend, self.timings = processor, ak_backend, timings
-        self.read_on_device = read_on_device
+        self.read_on_device, self.read_ahead = read_on_device, read_ahead
 
     def process(self, events):
-        staged = stage_events(events, self.ak_backend, self.timings, self.read_on_device)
+        staged = stage_events(events, self.ak_backend, self.timings, self.read_on_device,
+                              self.read_ahead)
         run = self.processor.process if hasattr(self.processor, "process") else self.processor
         with awkward_messages_on_error(self.ak_backend):
             return to_host(run(staged))
@@ -480,8 +561,15 @@ class _Task:
 
     def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
                  report_runs: bool = False, inflate: str = "auto", report_starts: bool = False,
-                 read_on_device: bool = False, cpu_direct_read: bool = False):
+                 read_on_device: bool = False, cpu_direct_read: bool = False,
+                 read_ahead: bool = False, nvcomp_min_streams: int | None = None):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
+        # device_reading's threshold, set in the worker on every task (a worker keeps the
+        # last call's otherwise); None: this process's value, the module's default
+        self.nvcomp_min_streams = (device_reading.NVCOMP_MIN_STREAMS
+                                   if nvcomp_min_streams is None else nvcomp_min_streams)
+        # names the processor on the workers, whose direct reads learn its columns
+        self.read_ahead = processor_token(self.function) if read_ahead else None
         self.compression = compression
         self.inflate = inflate  # gpuexec.inflate choice, applied in the worker
         self.read_on_device = read_on_device  # GPU pools: gpuexec.device_reading
@@ -508,7 +596,7 @@ class _Task:
         proc = _runner_processor(self.function)
         if proc is None:
             return self.function
-        staged = _StagedProcessor(proc, ak_backend, timings, direct)
+        staged = _StagedProcessor(proc, ak_backend, timings, direct, self.read_ahead)
         return functools.partial(self.function.func, *self.function.args,
                                  **dict(self.function.keywords, processor_instance=staged))
 
@@ -541,6 +629,7 @@ class _Task:
         start = time.perf_counter()
         try:
             _use_inflate(self.inflate)
+            device_reading.NVCOMP_MIN_STREAMS = self.nvcomp_min_streams  # (process-wide)
             with gk.using(self.backends[pool]):
                 out = self._call(item, pool, timings)
         except _Skip as skip:
@@ -898,6 +987,16 @@ class GPUExecutor(ExecutorBase):
             over its buffers) instead of coffea's events as they come. Off by default:
             on a 2-core VM, ADL Q8 1.04x, Q6 1.00x, Q1 0.92x (docs/executor.md); not yet
             measured on a GPU host.
+        read_ahead: with ``read_on_device`` (or ``cpu_direct_read``), a worker remembers
+            which branches the processor's last task there read; a later task of the same
+            processor (the same pickle) reads them all at its first read, in one batch:
+            one inflate, one copy and, for enough zlib blocks, one nvCOMP call per task
+            instead of one per column. The first task of a processor on each worker reads
+            column by column, as without it.
+        nvcomp_min_streams: the fewest zlib blocks a direct read on a GPU worker hands to
+            nvCOMP (fewer: the host inflates them); None keeps
+            ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` (32, from a measured crossover
+            on the H200).
     """
 
     client: Any = None
@@ -925,6 +1024,8 @@ class GPUExecutor(ExecutorBase):
     inflate: str = "auto"
     read_on_device: bool = True
     cpu_direct_read: bool = False
+    read_ahead: bool = True
+    nvcomp_min_streams: int | None = None
 
     def __post_init__(self):
         if self.treereduction < 2:
@@ -937,6 +1038,8 @@ class GPUExecutor(ExecutorBase):
             raise ValueError("threads_per_worker and gpu_threads must be >= 1")
         if self.gpu_workers is not None and self.gpu_workers < 0:
             raise ValueError(f"gpu_workers must be >= 0, got {self.gpu_workers}")
+        if self.nvcomp_min_streams is not None and self.nvcomp_min_streams < 1:
+            raise ValueError(f"nvcomp_min_streams must be >= 1, got {self.nvcomp_min_streams}")
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
         inflater.check(self.inflate)
@@ -1168,7 +1271,8 @@ class GPUExecutor(ExecutorBase):
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
                      report_starts=policy is not None and policy.backup_margin is not None,
                      inflate=self.inflate, read_on_device=self.read_on_device,
-                     cpu_direct_read=self.cpu_direct_read)
+                     cpu_direct_read=self.cpu_direct_read, read_ahead=self.read_ahead,
+                     nvcomp_min_streams=self.nvcomp_min_streams)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
         if self.status:

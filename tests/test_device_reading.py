@@ -70,9 +70,9 @@ def test_other_kinds_are_refused(tmp_path):
             device_reading.read_flat(f["Events"]["Muon_pt"], 0, 3000, np)
         with pytest.raises(device_reading.Unsupported, match="not a plain jagged"):
             device_reading.read_content(f["Events"]["MET_pt"], 0, 3000, np)
-    assert device_reading.reader_for(["Muon_pt", "!load", "!content"])[0] == "Muon_pt"
-    assert device_reading.reader_for(["Muon_jetIdx", "!load", "!content", "!local2global"]) is None
-    assert device_reading.reader_for(["!invalid", "Muon"]) is None
+    assert device_reading.column_for(["Muon_pt", "!load", "!content"]) == ("Muon_pt", "content")
+    assert device_reading.column_for(["Muon_jetIdx", "!load", "!content", "!local2global"]) is None
+    assert device_reading.column_for(["!invalid", "Muon"]) is None
 
 
 def _events(path, start, stop):
@@ -227,6 +227,7 @@ class _FakeCupy:
     concatenate = staticmethod(np.concatenate)
     zeros = staticmethod(np.zeros)
     arange = staticmethod(np.arange)
+    cumsum = staticmethod(np.cumsum)
 
     class cuda:  # noqa: N801 (CuPy's name)
         @staticmethod
@@ -234,10 +235,8 @@ class _FakeCupy:
             return bytearray(n)
 
 
-def test_the_nvcomp_path_packs_streams_aligned_and_in_order(monkeypatch, multi):
-    """With many streams per read the baskets' deflate streams (and stored payloads) go to
-    nvCOMP from one aligned buffer and come back in order: every branch still equals
-    uproot's (a stand-in nvCOMP and CuPy; the real ones ran on the H200)."""
+def _fake_nvcomp(monkeypatch):
+    """The stand-in nvCOMP installed, and every read inflated by it."""
     import sys
     import types
 
@@ -247,6 +246,13 @@ def test_the_nvcomp_path_packs_streams_aligned_and_in_order(monkeypatch, multi):
     monkeypatch.setitem(sys.modules, "nvidia.nvcomp", _FakeNvcomp)
     monkeypatch.setattr(device_reading, "_local", type(device_reading._local)())
     monkeypatch.setattr(device_reading, "NVCOMP_MIN_STREAMS", 1)
+
+
+def test_the_nvcomp_path_packs_streams_aligned_and_in_order(monkeypatch, multi):
+    """With many streams per read the baskets' deflate streams (and stored payloads) go to
+    nvCOMP from one aligned buffer and come back in order: every branch still equals
+    uproot's (a stand-in nvCOMP and CuPy; the real ones ran on the H200)."""
+    _fake_nvcomp(monkeypatch)
     fake = _FakeCupy()
     assert device_reading.inflater(fake) == "nvcomp"
     with uproot.open(multi) as f:
@@ -260,3 +266,85 @@ def test_the_nvcomp_path_packs_streams_aligned_and_in_order(monkeypatch, multi):
                 got = read(branch, start, stop, fake)
                 assert got.dtype == want.dtype
                 assert np.array_equal(got, want), (name, start, stop)
+
+
+def _batch(tree, start, stop):
+    """Columns of every kind over [start, stop), one refused, one empty."""
+    return [("content", tree["Muon_pt"], start, stop), ("flat", tree["MET_pt"], start, stop),
+            ("offsets", tree["nMuon"], start, stop), ("flat", tree["Muon_pt"], start, stop),
+            ("content", tree["Electron_charge"], start, stop),
+            ("flat", tree["nJet"], stop, stop), ("offsets", tree["nJet"], start, stop)]
+
+
+def _check_batch(columns, got):
+    for (kind, branch, start, stop), value in zip(columns, got):
+        if kind == "flat" and branch.name == "Muon_pt":
+            assert isinstance(value, device_reading.Unsupported)
+            continue
+        if kind == "offsets":
+            counts = branch.array(entry_start=start, entry_stop=stop, library="np")
+            want = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        else:
+            _kind, want = cases.expected(branch, start, stop)
+        assert value.dtype == want.dtype, (kind, branch.name)
+        assert np.array_equal(value, want), (kind, branch.name, start, stop)
+
+
+@pytest.mark.parametrize("inflate", ["host", "nvcomp"])
+def test_read_many_reads_every_kind_in_one_batch_and_keeps_a_refusal_apart(
+        inflate, multi, monkeypatch):
+    """One batch of flat, jagged and counts columns over ranges on and across basket
+    edges (inflated on the host, or by a stand-in nvCOMP as one call) equals uproot's
+    arrays; a column it cannot read is returned as its ``Unsupported`` while the rest are
+    read; an empty range gives an empty array."""
+    if inflate == "nvcomp":
+        _fake_nvcomp(monkeypatch)
+        calls = []
+        real = _FakeNvcomp.Codec.decode
+        monkeypatch.setattr(_FakeNvcomp.Codec, "decode",
+                            lambda self, a, **k: calls.append(len(a)) or real(self, a, **k))
+    xp = _FakeCupy() if inflate == "nvcomp" else np
+    with uproot.open(multi) as f:
+        tree = f["Events"]
+        for start, stop in cases.ranges(tree["Muon_pt"]):
+            columns = _batch(tree, start, stop)
+            _check_batch(columns, device_reading.read_many(columns, xp))
+    if inflate == "nvcomp":  # one decode per batch (with baskets), not one per column
+        assert len(calls) == sum(b > a for a, b in cases.ranges(tree["Muon_pt"]))
+
+
+def test_read_ahead_reads_the_last_tasks_columns_at_the_first_touch(multi, monkeypatch):
+    """With a read-ahead token, a task's first direct read takes every column the same
+    processor's last task read, in one ``read_many``; its later touches of those columns
+    read nothing; a column not predicted is read alone; another processor learns apart;
+    the values equal coffea's."""
+    import awkward as ak
+
+    from gpuexec import executor
+
+    monkeypatch.setattr(executor, "_READ_AHEAD", {})
+    batches = []
+    real = device_reading.read_many
+    monkeypatch.setattr(device_reading, "read_many",
+                        lambda columns, *a: batches.append(len(columns)) or real(columns, *a))
+
+    def task(start, stop, token, touch):
+        staged = stage_events(_events(multi, start, stop), "cpu", read_on_device=True,
+                              read_ahead=token)
+        usual = _events(multi, start, stop)
+        for get in touch:
+            assert ak.materialize(get(staged)).tolist() == ak.materialize(get(usual)).tolist()
+
+    muon, electron = (lambda e: e.Muon.pt), (lambda e: e.Electron.charge)
+    met, jet = (lambda e: e.MET.pt), (lambda e: e.Jet.pt)
+    task(0, 3000, "q", [muon, electron, met])
+    assert batches == [1, 1, 1, 1, 1]  # nMuon offsets, Muon_pt, ..., MET_pt: one by one
+    batches.clear()
+    task(3000, 7000, "q", [electron, muon, met, jet])
+    assert batches == [5, 1, 1]  # the five learned at once; then nJet and Jet_pt alone
+    batches.clear()
+    task(7000, 9000, "other", [met])
+    assert batches == [1]
+    batches.clear()
+    task(100, 8000, "q", [jet])  # now predicted: the last task of "q" read Jet too
+    assert batches == [7]

@@ -303,6 +303,8 @@ def test_copies_share_the_report_and_settings():
         GPUExecutor(treereduction=1)
     with pytest.raises(ValueError, match="merge_on"):
         GPUExecutor(merge_on="scheduler")
+    with pytest.raises(ValueError, match="nvcomp_min_streams"):
+        GPUExecutor(nvcomp_min_streams=0)
 
 
 # ------------------------------------------------------------------- on a cluster

@@ -200,13 +200,16 @@ def test_pools_on_the_cpu_engine_read_directly_when_asked(executor, tt_reference
     """``cpu_direct_read=True``: CPU workers and the CPU-engine GPU pool read through
     gpuexec.device_reading (numpy); the output is the same, every event counted once, and
     each pool's reading is timed apart (as it is not when coffea reads)."""
-    ex = executor.copy(probe=2, cpu_direct_read=True)
-    out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
-    assert_same_output(out, tt_reference)
-    call = ex.report.processing
-    assert call.processed == call.expected == 200
-    assert {pool: t["read"] > 0 for pool, t in call.timing().items()} == {"cpu": True,
-                                                                         "gpu": True}
+    # the second call's tasks read the columns the first call's learned in one batch
+    # (read_ahead, the default); the third reads column by column
+    for settings in ({}, {}, {"read_ahead": False}):
+        ex = executor.copy(probe=2, cpu_direct_read=True, **settings)
+        out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+        assert_same_output(out, tt_reference)
+        call = ex.report.processing
+        assert call.processed == call.expected == 200
+        assert {pool: t["read"] > 0 for pool, t in call.timing().items()} == {"cpu": True,
+                                                                             "gpu": True}
 
 
 def _count_runs_sources(monkeypatch) -> dict:
