@@ -925,6 +925,12 @@ class GPUExecutor(ExecutorBase):
             (default: "mps" where ``nvidia-cuda-mps-control`` exists and a device has
             more than one GPU worker; where its daemon does not start, a warning and the
             pools of a host without MPS). AMD GPUs share without it.
+        gpu_sync: how a GPU worker of the embedded cluster waits for its device: "auto"
+            (default: the driver's own choice, which spins while a process has fewer
+            contexts than cores), "spin", "yield" or "block" (sleep until the device
+            signals, leaving the core to the other workers). Applied through
+            ``$GPUEXEC_GPU_SYNC`` (``gpuexec.kernels.gpu.runtime``), which workers of a
+            cluster of your own may set.
         cpu_workers: CPU worker processes of the embedded cluster (default: one per
             ``threads_per_worker`` of the cores the GPU workers leave; 0: none).
         threads_per_worker: threads of each embedded CPU worker; the kernel engine's
@@ -1005,6 +1011,7 @@ class GPUExecutor(ExecutorBase):
     gpu_threads: int | None = None
     gpu_slots: int | None = None
     gpu_share: str = "auto"
+    gpu_sync: str = "auto"
     cpu_workers: int | None = None
     threads_per_worker: int = 1
     calibration: Any = "auto"
@@ -1043,6 +1050,9 @@ class GPUExecutor(ExecutorBase):
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
         inflater.check(self.inflate)
+        if self.gpu_sync not in ("auto", "spin", "yield", "block"):
+            raise ValueError(f"gpu_sync is 'auto', 'spin', 'yield' or 'block', got "
+                             f"{self.gpu_sync!r}")
         if self.gpu_share not in ("auto", "mps", "none"):
             raise ValueError(f"gpu_share is 'auto', 'mps' or 'none', got {self.gpu_share!r}")
         self._shared = _SharedState()
@@ -1144,6 +1154,10 @@ class GPUExecutor(ExecutorBase):
         from gpuexec.scheduler.cluster import ClusterSpec
 
         backend, envs = self._gpu_plan()
+        if self.gpu_sync != "auto":
+            from gpuexec.kernels.gpu.runtime import SYNC_ENV
+
+            envs = [dict(e, **{SYNC_ENV: self.gpu_sync}) for e in envs]
         return ClusterSpec.local(self.cpu_workers, self.threads_per_worker, self.memory_limit,
                                  self.dashboard_address, self.allowed_failures,
                                  gpu_envs=envs, gpu_threads=self._gpu_threads(envs),

@@ -37,6 +37,7 @@ declare -A procs=(
   [test_gpu_families]="$(workers 4)"
   [test_gpu_executor]=""
   [test_gpu_device_reading]=""
+  [test_gpu_sync]=""
 )
 pids=()
 for name in "${!procs[@]}"; do

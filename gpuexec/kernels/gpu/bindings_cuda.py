@@ -40,19 +40,46 @@ _initialised = False
 _contexts: dict[int, object] = {}
 
 
-def init(ordinal: int) -> None:
-    """Initialise the driver and make the device's primary context (the one CuPy uses)
-    current in this thread."""
+def _driver() -> None:
     global _initialised
     if not _initialised:
         _check(_drv.cuInit(0), "cuInit")
         _initialised = True
+
+
+def init(ordinal: int) -> None:
+    """Initialise the driver and make the device's primary context (the one CuPy uses)
+    current in this thread."""
+    _driver()
     ctx = _contexts.get(ordinal)
     if ctx is None:
         dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
         ctx = _check(_drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
         _contexts[ordinal] = ctx
     _check(_drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+_SYNC = {"auto": "CU_CTX_SCHED_AUTO", "spin": "CU_CTX_SCHED_SPIN",
+         "yield": "CU_CTX_SCHED_YIELD", "block": "CU_CTX_SCHED_BLOCKING_SYNC"}
+
+
+def set_sync(ordinal: int, mode: str) -> None:
+    """How a host thread waits for the device (``runtime.SYNC_MODES``): the primary
+    context's scheduling flag, which CUDA lets a process change while the context is
+    active."""
+    _driver()
+    dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    flag = getattr(_drv.CUctx_flags, _SYNC[mode])
+    _check(_drv.cuDevicePrimaryCtxSetFlags(dev, int(flag)), "cuDevicePrimaryCtxSetFlags")
+
+
+def sync_mode(ordinal: int) -> str:
+    """The primary context's scheduling flag, as a ``set_sync`` mode."""
+    _driver()
+    dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    flags, _active = _check(_drv.cuDevicePrimaryCtxGetState(dev), "cuDevicePrimaryCtxGetState")
+    sched = int(flags) & int(_drv.CUctx_flags.CU_CTX_SCHED_MASK)
+    return next(m for m, f in _SYNC.items() if int(getattr(_drv.CUctx_flags, f)) == sched)
 
 
 def device_properties(ordinal: int) -> dict:

@@ -39,6 +39,22 @@ def init(ordinal: int) -> None:
     _check(_hip.hipSetDevice(ordinal), "hipSetDevice")
 
 
+_SYNC = {"auto": 0, "spin": 1, "yield": 2, "block": 4}  # hipDeviceSchedule*
+
+
+def set_sync(ordinal: int, mode: str) -> None:
+    """How a host thread waits for the device (``runtime.SYNC_MODES``): HIP's device
+    flag (not run on AMD hardware here)."""
+    init(ordinal)
+    _check(_hip.hipSetDeviceFlags(_SYNC[mode]), "hipSetDeviceFlags")
+
+
+def sync_mode(ordinal: int) -> str:
+    init(ordinal)
+    flags = int(_check(_hip.hipGetDeviceFlags(), "hipGetDeviceFlags"))
+    return next((m for m, f in _SYNC.items() if f == flags & 7), "auto")
+
+
 def device_properties(ordinal: int) -> dict:
     props = _hip.hipDeviceProp_t()
     _check(_hip.hipGetDeviceProperties(props, ordinal), "hipGetDeviceProperties")

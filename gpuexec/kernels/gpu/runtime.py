@@ -2,8 +2,9 @@
 modules in memory and on disk, load them and launch kernels; device properties.
 
 Everything vendor-specific comes from a binding table module (``bindings_cuda`` or
-``bindings_hip``) with the same entries: ``init, device_properties, compiler_version,
-arch_options, compile, load_module, get_function, occupancy, launch, VENDOR, CODE_SUFFIX``.
+``bindings_hip``) with the same entries: ``init, set_sync, sync_mode, device_properties,
+compiler_version, arch_options, compile, load_module, get_function, occupancy, launch,
+VENDOR, CODE_SUFFIX``.
 
 Module cache key: (arch, sha256 of source + header + defines + compiler version,
 strategy). Disk cache: ``$GPUEXEC_KERNEL_CACHE`` or ``~/.cache/gpuexec/kernels``; a file
@@ -25,6 +26,14 @@ from gpuexec.kernels.gpu.strategies import SRC_DIR, CompileUnit
 #: every header a source may include (passed to the runtime compiler by name, hashed into
 #: the module-cache key so that a changed header never reuses a stale module)
 HEADERS = ("portability.cuh", "flat.cuh")
+
+#: How a host thread waits for its device (CUDA's context scheduling flags, HIP's device
+#: flags): "auto" is the driver's default (spin while the process has fewer active
+#: contexts than cores, else yield); "block" sleeps until the device signals, leaving the
+#: core to other processes, as many GPU workers sharing one device through MPS on few
+#: cores want. A process's first Runtime applies ``$GPUEXEC_GPU_SYNC`` when it is set.
+SYNC_MODES = ("auto", "spin", "yield", "block")
+SYNC_ENV = "GPUEXEC_GPU_SYNC"
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,11 @@ class Runtime:
     def __init__(self, bindings, ordinal: int = 0, cache_dir: str | None = None):
         self.bindings = bindings
         self.ordinal = ordinal
+        sync = os.environ.get(SYNC_ENV)
+        if sync:
+            if sync not in SYNC_MODES:
+                raise ValueError(f"${SYNC_ENV} is one of {SYNC_MODES}, got {sync!r}")
+            bindings.set_sync(ordinal, sync)
         bindings.init(ordinal)
         self._bound = threading.local()
         self._bound.ok = True
