@@ -130,6 +130,8 @@ def gpuexec_executor(mode: str, args):
         common["gpu_share"] = args.gpu_share
     if args.merge_on is not None:
         common["merge_on"] = args.merge_on
+    if args.gpu_sync is not None:
+        common["gpu_sync"] = args.gpu_sync
     if mode.startswith("placement:"):  # A/B of one setting in one run: placement:gpu_merge=8
         name, _, value = mode.partition(":")[2].partition("=")
         common[name] = ast.literal_eval(value)
@@ -164,6 +166,10 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-merge", type=int, default=None,
                         help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
                              "default when not given)")
+    parser.add_argument("--gpu-sync", default=None, choices=("auto", "spin", "yield", "block"),
+                        help="how GPU workers wait for their device (GPUExecutor's gpu_sync; "
+                             "one cluster per value, so compare values in separate runs, "
+                             "each beside futures)")
     parser.add_argument("--merge-on", default=None, choices=("client", "cluster"),
                         help="where GPUExecutor merges outputs (default: its own)")
     parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures",
@@ -214,7 +220,7 @@ def main(argv=None) -> int:
                "chunksize": chunksize,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
-               "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share,
+               "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "gpu_sync": args.gpu_sync,
                "merge_on": args.merge_on or GPUExecutor.merge_on,
                "inflate": inflate.resolve(args.inflate), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
