@@ -295,7 +295,10 @@ def _device_copier(ak_backend: str):
 
 def _read_then_copy(read, copy, wait, timings: _Timings):
     """``read()`` (a host array) copied by ``copy`` once the copy is done, the seconds of
-    each added to ``timings``."""
+    each added to ``timings``. The device's queued work is waited for first, uncounted:
+    a copy on the same stream would wait for it too, and that wait is the processor's
+    compute, not the column's transfer."""
+    wait()
     t0 = time.perf_counter()
     host = read()
     t1 = time.perf_counter()
@@ -375,8 +378,6 @@ class _DeviceBuffers(Mapping):
         """The column of ``nodes`` from device_reading (None if it refuses it), read with
         this processor's learned columns on the first call."""
         where = (uuid, treepath, start, stop)
-        if self.ahead is not None and (*where, nodes) in self.ahead:
-            return self.ahead.pop((*where, nodes))
         columns = [(nodes, name, kind)]
         if self.token is not None and self.ahead is None:
             self.ahead = {}
@@ -400,12 +401,28 @@ class _DeviceBuffers(Mapping):
                 self.ahead[(*where, n)] = value
         return None if isinstance(got[0], device_reading.Unsupported) else got[0]
 
+    def _touch(self, treepath, nodes: tuple) -> None:
+        """Learn that this task read ``nodes`` directly (what the next task reads ahead)."""
+        if self.token is None:
+            return
+        seen = self.touched.setdefault(treepath, {})
+        if nodes not in seen:
+            seen[nodes] = None
+            _learn((self.token, treepath), tuple(seen))
+
     def __getitem__(self, key):
         def load():
-            t0 = time.perf_counter()
             uuid, treepath, start, stop, _partition, nodes = self.mapping.interpret_key(key)
+            ahead = (uuid, treepath, start, stop, tuple(nodes))
+            if self.ahead is not None and ahead in self.ahead:
+                self._touch(treepath, tuple(nodes))
+                return self.ahead.pop(ahead)  # read (and timed) with the task's first
             found = device_reading.column_for(nodes)
             if found is not None:
+                # the device's queued work first, uncounted: it is the processor's compute
+                # (a copy on the stream would wait for it inside the read's time)
+                self.wait()
+                t0 = time.perf_counter()
                 copied = [0.0]
 
                 def copy(host):  # the bytes' trip to the device, timed apart
@@ -419,11 +436,7 @@ class _DeviceBuffers(Mapping):
                 self.timings.read += time.perf_counter() - t0 - copied[0]
                 self.timings.transfer += copied[0]
                 if out is not None:
-                    if self.token is not None:
-                        seen = self.touched.setdefault(treepath, {})
-                        if tuple(nodes) not in seen:
-                            seen[tuple(nodes)] = None
-                            _learn((self.token, treepath), tuple(seen))
+                    self._touch(treepath, tuple(nodes))
                     return out
             host = self.mapping[key]  # coffea's virtual mode: a partial that reads it
             return _read_then_copy(host if callable(host) else (lambda: host), self.copy,

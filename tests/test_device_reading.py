@@ -348,3 +348,36 @@ def test_read_ahead_reads_the_last_tasks_columns_at_the_first_touch(multi, monke
     batches.clear()
     task(100, 8000, "q", [jet])  # now predicted: the last task of "q" read Jet too
     assert batches == [7]
+
+
+def test_the_devices_queued_work_is_not_counted_as_reading(multi, monkeypatch):
+    """A column touched while the device still runs the processor's earlier kernels
+    waits for them before its read starts: that wait is compute, not reading or transfer
+    (a stand-in device whose first wait takes 0.3 s); a column read ahead waits for
+    nothing."""
+    import time
+
+    import awkward as ak
+
+    from gpuexec import executor
+
+    queued = {"seconds": 0.0}
+
+    def wait():  # the device finishing what was queued before
+        time.sleep(queued["seconds"])
+        queued["seconds"] = 0.0
+
+    monkeypatch.setattr(executor, "_device_copier", lambda backend: ((lambda a: a), wait))
+    monkeypatch.setattr(executor, "_READ_AHEAD", {})
+    for task in range(2):
+        timings = _Timings()
+        staged = stage_events(_events(multi, 0, 3000), "cpu", timings, read_on_device=True,
+                              read_ahead="q")
+        ak.materialize(staged.MET.pt)
+        queued["seconds"] = 0.3
+        t0 = time.perf_counter()
+        ak.materialize(staged.Muon.pt)  # the first task reads it: it waits, uncounted
+        waited = time.perf_counter() - t0
+        assert timings.read + timings.transfer < 0.25, (task, timings.read)
+        assert (waited >= 0.3) == (task == 0)  # read ahead by the second: no wait at all
+        queued["seconds"] = 0.0
