@@ -39,14 +39,20 @@ def _parse_config(text: str) -> tuple[int, int, int]:
     return int(procs), int(threads or 1), int(events)
 
 
-def _process(proc, events, backend: str, timings=None):
+_DIRECT = False  # set in each process: GPU workers read through gpuexec.device_reading
+
+
+def _process(proc, events, backend: str, timings=None, query=None):
     """``proc`` on ``events`` as a worker of ``backend``'s pool runs it: unchanged on the
-    CPU, staged on the device (``stage_events``) inside one awkward error context on a GPU."""
+    CPU, staged on the device (``stage_events``) inside one awkward error context on a GPU;
+    with ``--read-on-device``, its plain branches read as GPUExecutor's workers read them
+    (``read_on_device``, and ahead by the query's earlier tasks)."""
     from gpuexec.executor import awkward_messages_on_error, stage_events
 
     if backend == "cpu":
         return proc.process(events)
-    staged = stage_events(events, "cuda", timings)
+    staged = stage_events(events, "cuda", timings, read_on_device=_DIRECT,
+                          read_ahead=f"Q{query}" if _DIRECT else None)
     with awkward_messages_on_error("cuda"):
         return proc.process(staged)
 
@@ -78,7 +84,7 @@ def _task_loop(path, query, backend, events_per_task, total_events, start_at, st
                 {path: "Events"}, schemaclass=NanoAODSchema, mode="virtual",
                 entry_start=lo, entry_stop=hi).events()
             timings = _Timings()
-            result = _process(proc, events, backend, timings)
+            result = _process(proc, events, backend, timings, query)
             seconds += time.perf_counter() - t0
             read += timings.read
             transfer += timings.transfer
@@ -103,12 +109,17 @@ def _worker(index, path, total_events, backend, commands, results, ready):
 
     from examples.adl import make
 
+    global _DIRECT
+    from gpuexec import inflate
+
+    inflate.use("auto")  # ISA-L where installed, as GPUExecutor's workers
     command = commands.get()
+    _DIRECT = command["direct"]
     for query in command["warm"]:
         events = NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
                                              mode="virtual", entry_stop=20_000).events()
         with gk.using(backend):
-            _process(make(query), events, backend)
+            _process(make(query), events, backend, query=query)
     ready.put(index)
     while True:
         command = commands.get()
@@ -128,7 +139,7 @@ def _worker(index, path, total_events, backend, commands, results, ready):
         results.put(out)
 
 
-def run_backend(backend, path, total_events, queries, configs, seconds):
+def run_backend(backend, path, total_events, queries, configs, seconds, direct=False):
     ctx = mp.get_context("spawn")
     most = max(p for p, _, _ in configs)
     commands = [ctx.Queue() for _ in range(most)]
@@ -139,7 +150,7 @@ def run_backend(backend, path, total_events, queries, configs, seconds):
     for p in procs:
         p.start()
     for q in commands:
-        q.put({"warm": queries})
+        q.put({"warm": queries, "direct": direct})
     for _ in procs:
         ready.get(timeout=600)
     rows = []
@@ -183,6 +194,9 @@ def main(argv=None) -> int:
                                          "2x1@200000,4x1@200000,8x1@200000,16x1@200000")
     ap.add_argument("--seconds", type=float, default=4.0, help="run time per configuration")
     ap.add_argument("--label", default="")
+    ap.add_argument("--read-on-device", action="store_true",
+                    help="GPU processes read plain branches through gpuexec.device_reading "
+                         "(GPUExecutor's read_on_device, with read-ahead)")
     ap.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "out")))
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
@@ -198,7 +212,8 @@ def main(argv=None) -> int:
           f"{'read s':>7} {'h2d s':>7} {'compute':>8} {'tasks':>6}", flush=True)
     rows = []
     for backend in args.backends.split(","):
-        rows += run_backend(backend, path, args.events, queries, configs, args.seconds)
+        rows += run_backend(backend, path, args.events, queries, configs, args.seconds,
+                            args.read_on_device)
     machine = {"host": platform.node(), "python": platform.python_version(),
                "cores": os.cpu_count()}
     if "cuda" in args.backends:
@@ -210,6 +225,7 @@ def main(argv=None) -> int:
     name = "gpu_concurrency" + (f"_{args.label}" if args.label else "") + ".json"
     (out / name).write_text(json.dumps({"machine": machine, "label": args.label,
                                         "events_in_file": args.events, "seconds": args.seconds,
+                                        "read_on_device": args.read_on_device,
                                         "rows": rows}, indent=1))
     print("wrote", out / name)
     return 0
