@@ -381,3 +381,40 @@ def test_the_devices_queued_work_is_not_counted_as_reading(multi, monkeypatch):
         assert timings.read + timings.transfer < 0.25, (task, timings.read)
         assert (waited >= 0.3) == (task == 0)  # read ahead by the second: no wait at all
         queued["seconds"] = 0.0
+
+
+def test_local_files_are_read_mapped_and_a_rewritten_file_is_mapped_again(tmp_path,
+                                                                         monkeypatch):
+    """A local file's baskets come through uproot's MemmapSource (one per file and
+    process), any other file through the source uproot opened it with, with the same
+    values; a file written again under the same name is read anew, not from the old
+    map."""
+    from uproot.source.file import MemmapSource
+
+    monkeypatch.setattr(device_reading, "_MAPPED", {})
+    path = tmp_path / "rewritten.root"
+
+    def write(value):
+        with uproot.recreate(path) as f:
+            f.mktree("Events", {"x": "float64"})
+            f["Events"].extend({"x": np.full(5000, value, dtype=np.float64)})
+
+    write(1.0)
+    with uproot.open(path) as f:
+        branch = f["Events"]["x"]
+        assert isinstance(device_reading._source(branch.file), MemmapSource)
+        assert device_reading.read_flat(branch, 0, 5000, np).tolist() == [1.0] * 5000
+    write(2.0)
+    with uproot.open(path) as f:
+        assert device_reading.read_flat(f["Events"]["x"], 10, 20, np).tolist() == [2.0] * 10
+    assert len(device_reading._MAPPED) == 2
+
+    def opened_as(file):  # a file that is not a local path (a URL): uproot's own source
+        return file.source
+    monkeypatch.setattr(device_reading, "_source", opened_as)
+    with uproot.open(cases.REAL[0]) as f:
+        tree = f["Events"]
+        for name in ("Muon_pt", "nMuon"):
+            kind, want = cases.expected(tree[name], 3, 37)
+            read = device_reading.read_content if kind == "content" else device_reading.read_flat
+            assert np.array_equal(read(tree[name], 3, 37, np), want)
