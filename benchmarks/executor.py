@@ -149,6 +149,7 @@ def gpuexec_executor(mode: str, args):
 
 def main(argv=None) -> int:
     from gpuexec import GPUExecutor, inflate
+    from gpuexec.kernels.gpu.runtime import SYNC_MODES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=5_000_000)
@@ -166,7 +167,7 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-merge", type=int, default=None,
                         help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
                              "default when not given)")
-    parser.add_argument("--gpu-sync", default=None, choices=("auto", "spin", "yield", "block"),
+    parser.add_argument("--gpu-sync", default=None, choices=SYNC_MODES,
                         help="how GPU workers wait for their device (GPUExecutor's gpu_sync; "
                              "one cluster per value, so compare values in separate runs, "
                              "each beside futures)")

@@ -9,8 +9,9 @@ basket positions; a local file is mapped, through uproot's MemmapSource) and inf
 native ones there, with no per-basket Python of uproot's interpretation. ``read_many``
 reads several columns as one batch (the executor's read-ahead gives it a task's
 columns). A batch of many streams (``NVCOMP_MIN_STREAMS``) is inflated on the device
-instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed. The same code runs with numpy as the array module, which is how it is
-tested against uproot without a GPU.
+instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed. The
+same code runs with numpy as the array module, which is how it is tested against uproot
+without a GPU.
 
 What it reads: the three kinds of buffer NanoEvents asks for plain NanoAOD branches
 (coffea's form keys ``B,!load``, ``B,!load,!content``, ``nB,!load,!counts2offsets``):
@@ -95,8 +96,8 @@ def _value_dtypes(branch, jagged: bool):
 
 
 # uproot's memory-mapped source per local file, per process: a basket is then a view of
-# the page cache, where the source uproot.open gives (fsspec's, through its event-loop
-# thread) copies each request: on this repository's 2-core VM, the 28 baskets of one
+# the page cache, where the source uproot.open gives (fsspec's) serves each request
+# through its event-loop thread: on this repository's 2-core VM, the 28 baskets of one
 # 200k-event task of ADL Q8 came in 8.8 ms through it against 0.2 ms mapped
 _MAPPED: dict = {}
 _MAPPED_LOCK = threading.Lock()

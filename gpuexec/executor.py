@@ -1063,9 +1063,10 @@ class GPUExecutor(ExecutorBase):
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
         inflater.check(self.inflate)
-        if self.gpu_sync not in ("auto", "spin", "yield", "block"):
-            raise ValueError(f"gpu_sync is 'auto', 'spin', 'yield' or 'block', got "
-                             f"{self.gpu_sync!r}")
+        from gpuexec.kernels.gpu.runtime import SYNC_MODES
+
+        if self.gpu_sync not in SYNC_MODES:
+            raise ValueError(f"gpu_sync is one of {SYNC_MODES}, got {self.gpu_sync!r}")
         if self.gpu_share not in ("auto", "mps", "none"):
             raise ValueError(f"gpu_share is 'auto', 'mps' or 'none', got {self.gpu_share!r}")
         self._shared = _SharedState()

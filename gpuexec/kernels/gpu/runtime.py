@@ -31,7 +31,7 @@ HEADERS = ("portability.cuh", "flat.cuh")
 #: flags): "auto" is the driver's default (spin while the process has fewer active
 #: contexts than cores, else yield); "block" sleeps until the device signals, leaving the
 #: core to other processes, as many GPU workers sharing one device through MPS on few
-#: cores want. A process's first Runtime applies ``$GPUEXEC_GPU_SYNC`` when it is set.
+#: cores want. A Runtime applies ``$GPUEXEC_GPU_SYNC``, when it is set, to its device.
 SYNC_MODES = ("auto", "spin", "yield", "block")
 SYNC_ENV = "GPUEXEC_GPU_SYNC"
 
