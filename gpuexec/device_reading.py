@@ -40,13 +40,17 @@ _BLOCK = struct.Struct("<2sB3s3s")  # algorithm, method, compressed, inflated si
 _LZ4_CHECKSUM = struct.Struct(">Q")  # xxhash64 of an LZ4 block, before its data
 ZLIB, LZMA, LZ4, ZSTD = b"ZL", b"XZ", b"L4", b"ZS"  # ROOT's block algorithms
 _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
-# nvCOMP inflates a deflate stream on one block of threads, so one call takes about as
-# long as its slowest stream: on the H200, 44-50 ms for any number of Q8's 100k-entry
-# baskets from 14 streams to 224, against one host core with ISA-L at 1.3 ms a stream
-# (benchmarks/results/gpu_inflate_task_sweep_q8_s24_h200.*, copy included: 28 streams
-# 41 ms on the host against 45, 56 streams 73 against 46). The crossover lies between
-# 28 and 56 streams; fewer than this, the host inflates. A GPU worker's task reaches it
-# only by reading its columns together (``read_many``; the executor's read-ahead).
+# nvCOMP inflates each deflate stream on one block of threads, so a call lasts about as
+# long as its largest stream takes there: on the H200, 44-50 ms for any batch of Q8's
+# 100k-entry baskets (at most 0.68 MB inflated each) from 14 streams to 224, against one
+# host core inflating 0.32 GB/s with ISA-L (benchmarks/results/
+# gpu_inflate_task_sweep_q8_s24_h200.*, copy included: 28 streams, 16.3 MB, 41 ms on the
+# host against 45; 56 streams, 32.7 MB, 73 against 46). So a batch is counted in
+# streams of its largest one's size (``stream_equivalents``: its inflated bytes over its
+# largest stream's): 24 for the first, 48 for the second; the crossover lies between.
+# A Q6 task's 12 Jet streams of 2.4 MB each count 10: nvCOMP made Q6 slower there
+# (executor_read_ahead_s24_h200.*). Fewer than this: the host inflates. A GPU worker's
+# task reaches it only by reading its columns together (``read_many``, read-ahead).
 NVCOMP_MIN_STREAMS = 32
 
 
@@ -198,10 +202,17 @@ def _nvcomp_codec():
     return codec
 
 
-def inflater(xp, streams: int | None = None) -> str:
-    """Which inflater ``read_*`` uses with array module ``xp`` for ``streams`` zlib
-    streams (None: many): "nvcomp" (on the device) or "host" (uproot's zlib
-    decompressor, then one copy)."""
+def stream_equivalents(sizes) -> float:
+    """A batch of zlib streams of inflated ``sizes``, counted in streams of its largest
+    one's size (nvCOMP's call lasts as long as its largest stream takes)."""
+    largest = max(sizes, default=0)
+    return sum(sizes) / largest if largest else 0.0
+
+
+def inflater(xp, streams: float | None = None) -> str:
+    """Which inflater ``read_*`` uses with array module ``xp`` for a batch of
+    ``streams`` zlib streams (``stream_equivalents``; None: many): "nvcomp" (on the
+    device) or "host" (uproot's zlib decompressor, then one copy)."""
     if xp is np or _nvcomp_codec() is None:
         return "host"
     return "host" if streams is not None and streams < NVCOMP_MIN_STREAMS else "nvcomp"
@@ -237,7 +248,7 @@ def _payloads(baskets: list[Basket], xp, copy):
     starts = np.zeros(len(baskets) + 1, dtype=np.int64)
     np.cumsum([b.objlen for b in baskets], out=starts[1:])
     all_zlib = all(b.stored is not None or b.streams for b in baskets)
-    streams = sum(len(b.blocks) for b in baskets)
+    streams = stream_equivalents([u for b in baskets for _a, _d, u in b.blocks])
     if not all_zlib or inflater(xp, streams) == "host":
         decompressors = _host_decompressors()
         parts = [_host_payload(b, decompressors) for b in baskets]

@@ -1012,10 +1012,11 @@ class GPUExecutor(ExecutorBase):
             one inflate, one copy and, for enough zlib blocks, one nvCOMP call per task
             instead of one per column. The first task of a processor on each worker reads
             column by column, as without it.
-        nvcomp_min_streams: the fewest zlib blocks a direct read on a GPU worker hands to
-            nvCOMP (fewer: the host inflates them); None keeps
-            ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` (32, from a measured crossover
-            on the H200).
+        nvcomp_min_streams: how large a direct read's batch of zlib blocks must be for a
+            GPU worker to hand it to nvCOMP, counted in blocks of its largest one's size
+            (``device_reading.stream_equivalents``; smaller: the host inflates it); None
+            keeps ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` (32, from a crossover
+            measured on the H200).
     """
 
     client: Any = None

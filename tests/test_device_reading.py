@@ -266,6 +266,12 @@ def test_the_nvcomp_path_packs_streams_aligned_and_in_order(monkeypatch, multi):
                 got = read(branch, start, stop, fake)
                 assert got.dtype == want.dtype
                 assert np.array_equal(got, want), (name, start, stop)
+    # a real sample's baskets, some stored uncompressed (the generated file has none since
+    # its zlib is written by zlib whatever the process inflates with)
+    with uproot.open(cases.REAL[2]) as f:
+        assert any(b.stored is not None for b in device_reading.find_baskets(
+            f["Events"]["MET_pt"], 0, f["Events"].num_entries))
+    assert cases.compare_file(cases.REAL[2], fake) > 0
 
 
 def _batch(tree, start, stop):
@@ -418,3 +424,45 @@ def test_local_files_are_read_mapped_and_a_rewritten_file_is_mapped_again(tmp_pa
             kind, want = cases.expected(tree[name], 3, 37)
             read = device_reading.read_content if kind == "content" else device_reading.read_flat
             assert np.array_equal(read(tree[name], 3, 37, np), want)
+
+
+def test_a_batch_of_few_large_streams_is_inflated_on_the_host(monkeypatch):
+    """nvCOMP's call lasts as long as its largest stream: a batch counts its inflated
+    bytes in streams of its largest one's size. Q8-like baskets (equal sizes) count one
+    each; Q6-like ones (one basket five times the others) count less, and stay on the
+    host where the plain count would have sent them to nvCOMP."""
+    monkeypatch.setattr(device_reading, "_nvcomp_codec", lambda: object())
+    device_module = object()
+    n = device_reading.NVCOMP_MIN_STREAMS
+    assert device_reading.stream_equivalents([680_000] * n) == n
+    assert device_reading.inflater(device_module, device_reading.stream_equivalents(
+        [680_000] * n)) == "nvcomp"
+    lopsided = [2_400_000] * (n // 4) + [480_000] * n
+    assert len(lopsided) > n
+    assert device_reading.stream_equivalents(lopsided) == pytest.approx(n // 4 + n / 5)
+    assert device_reading.inflater(device_module,
+                                   device_reading.stream_equivalents(lopsided)) == "host"
+    assert device_reading.stream_equivalents([]) == 0.0
+
+
+def test_payloads_route_a_batch_by_its_stream_equivalents(multi, monkeypatch):
+    """``_payloads`` sends a batch to nvCOMP by its stream equivalents, not its count of
+    streams (a stand-in nvCOMP records the calls)."""
+    _fake_nvcomp(monkeypatch)
+    called = []
+    real = device_reading._nvcomp_payloads
+    monkeypatch.setattr(device_reading, "_nvcomp_payloads",
+                        lambda *a: called.append(1) or real(*a))
+    with uproot.open(multi) as f:
+        tree = f["Events"]
+        baskets = [b for name in ("Jet_pt", "MET_pt", "nJet")
+                   for b in device_reading.find_baskets(tree[name], 0, 9000)]
+    sizes = [u for b in baskets for _a, _d, u in b.blocks]
+    equivalents = device_reading.stream_equivalents(sizes)
+    assert equivalents < len(sizes) - 1  # baskets of unequal sizes
+    for threshold, nvcomp in ((len(sizes), False), (int(equivalents) + 1, False),
+                              (int(equivalents), True)):
+        called.clear()
+        monkeypatch.setattr(device_reading, "NVCOMP_MIN_STREAMS", threshold)
+        device_reading._payloads(baskets, _FakeCupy(), np.asarray)
+        assert bool(called) == nvcomp, threshold
