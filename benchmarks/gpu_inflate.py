@@ -148,12 +148,16 @@ def task_sweep(streams, sizes, firsts, task_events, repeat: int, gpu: bool) -> l
     holding its first that many entries (every branch, as one batched read of a GPU
     worker's task would take them), inflated by one host core with ISA-L against one
     nvCOMP call with the sizes given, the copy of the compressed bytes included: where the
-    crossover ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` lies."""
+    crossover ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` lies (in stream equivalents:
+    the batch's inflated bytes over its largest stream's)."""
+    from gpuexec import device_reading
+
     rows = []
     for n in task_events:
         pick = [k for k, first in enumerate(firsts) if first < n]
         sub, subsizes = [streams[k] for k in pick], [sizes[k] for k in pick]
-        row = {"task_events": n, "streams": len(sub), "inflated_bytes": sum(subsizes)}
+        row = {"task_events": n, "streams": len(sub), "inflated_bytes": sum(subsizes),
+               "stream_equivalents": device_reading.stream_equivalents(subsizes)}
         try:
             row["isal_s"] = host_seconds(sub, "isal", repeat)
         except ImportError as err:
@@ -163,12 +167,12 @@ def task_sweep(streams, sizes, firsts, task_events, repeat: int, gpu: bool) -> l
             timed = gpu_inflate(sub, subsizes, repeat, labels=("sizes_given",))["sizes_given"]
             row["nvcomp_s"] = timed["copy_s"] + timed["inflate_s"]
         rows.append(row)
-    print(f"{'task events':>11} {'streams':>8} {'MB out':>7} {'isal ms':>8} "
+    print(f"{'task events':>11} {'streams':>8} {'equiv':>6} {'MB out':>7} {'isal ms':>8} "
           f"{'nvcomp ms':>10} {'isal/nvcomp':>11}")
     for row in rows:
         isal, nv = row.get("isal_s"), row.get("nvcomp_s")
         ratio = f"{isal / nv:10.2f}x" if isal and nv else f"{'-':>11}"
-        print(f"{row['task_events']:>11,} {row['streams']:>8} "
+        print(f"{row['task_events']:>11,} {row['streams']:>8} {row['stream_equivalents']:6.1f} "
               f"{row['inflated_bytes'] / 1e6:7.1f} "
               f"{(f'{1e3 * isal:8.2f}' if isal else f'{chr(45):>8}')} "
               f"{(f'{1e3 * nv:10.2f}' if nv else f'{chr(45):>10}')} {ratio}")
