@@ -294,6 +294,26 @@ def test_a_processing_call_joins_the_preprocessing_of_its_files():
     assert other.add(call("processing", "a.root", "c.root")).preprocessing is None
 
 
+def test_processor_token_names_a_processor_by_its_pickle():
+    """Read-ahead learns columns per processor: equal processors (the same pickle) share a
+    token, different ones do not, compressed ones (Runner(processor_compression=...)) are
+    named by their bytes, and any other work function gets none."""
+    from gpuexec.executor import processor_token
+
+    def work(proc):
+        return functools.partial(processor.Runner._work_function, processor_instance=proc)
+
+    class Tagged(DimuonProcessor):
+        def __init__(self, tag):
+            self.tag = tag
+
+    assert processor_token(work(Tagged(1))) == processor_token(work(Tagged(1)))
+    assert processor_token(work(Tagged(1))) != processor_token(work(Tagged(2)))
+    assert processor_token(work(b"lz4 bytes")) == processor_token(work(b"lz4 bytes"))
+    assert processor_token(functools.partial(print, processor_instance=Tagged(1))) is None
+    assert processor_token(work(None)) is None
+
+
 def test_copies_share_the_report_and_settings():
     ex = GPUExecutor(cpu_workers=2, treereduction=5, status=False)
     copy = ex.copy(desc="Preprocessing", compression=None)
