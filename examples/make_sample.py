@@ -66,13 +66,7 @@ def parse_compression(spec: str):
     kinds = {"lzma": uproot.LZMA, "zlib": uproot.ZLIB, "lz4": uproot.LZ4, "zstd": uproot.ZSTD}
     if name.lower() not in kinds:
         raise ValueError(f"unknown compression {spec!r}; use one of {sorted(kinds)}[:level] or none")
-    compression = kinds[name.lower()](int(level) if level else 9 if name.lower() == "lzma" else 1)
-    if name.lower() == "zlib":
-        # written with zlib, as ROOT writes, whatever library this process inflates with
-        # (gpuexec.inflate sets uproot's ZLIB.library, which compresses too: ISA-L stored
-        # the generated Jet baskets uncompressed, so files differed by who wrote them)
-        compression.library = "zlib"
-    return compression
+    return kinds[name.lower()](int(level) if level else 9 if name.lower() == "lzma" else 1)
 
 
 def _phi(rng, n):

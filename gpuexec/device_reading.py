@@ -220,12 +220,14 @@ def inflater(xp, streams: float | None = None) -> str:
 
 @functools.cache
 def _host_decompressors() -> dict:
-    """algorithm -> (data, inflated size) -> bytes: uproot's own decompressors, so that
-    zlib is inflated by the library uproot's reader uses (``uproot.ZLIB.library``, which
-    GPUExecutor's ``inflate`` setting chooses: python-isal by default)."""
+    """algorithm -> (data, inflated size) -> bytes: uproot's own decompressors; zlib's is
+    the one uproot's reader uses (``gpuexec.inflate.decompressor``), with the library
+    GPUExecutor's ``inflate`` setting chooses (python-isal by default)."""
     import uproot
 
-    return {ZLIB: uproot.ZLIB(1).decompress, LZMA: uproot.LZMA(1).decompress,
+    from gpuexec import inflate
+
+    return {ZLIB: inflate.decompressor().decompress, LZMA: uproot.LZMA(1).decompress,
             LZ4: uproot.LZ4(1).decompress, ZSTD: uproot.ZSTD(1).decompress}
 
 

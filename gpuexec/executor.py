@@ -413,9 +413,10 @@ class _DeviceBuffers(Mapping):
     def __getitem__(self, key):
         def load():
             uuid, treepath, start, stop, _partition, nodes = self.mapping.interpret_key(key)
-            ahead = (uuid, treepath, start, stop, tuple(nodes))
+            nodes = tuple(nodes)
+            ahead = (uuid, treepath, start, stop, nodes)
             if self.ahead is not None and ahead in self.ahead:
-                self._touch(treepath, tuple(nodes))
+                self._touch(treepath, nodes)
                 return self.ahead.pop(ahead)  # read (and timed) with the task's first
             found = device_reading.column_for(nodes)
             if found is not None:
@@ -431,12 +432,12 @@ class _DeviceBuffers(Mapping):
                     self.wait()
                     copied[0] += time.perf_counter() - t
                     return out
-                out = self._direct(uuid, treepath, start, stop, tuple(nodes), *found, copy)
+                out = self._direct(uuid, treepath, start, stop, nodes, *found, copy)
                 self.wait()  # (a refused column's time so far counts as reading)
                 self.timings.read += time.perf_counter() - t0 - copied[0]
                 self.timings.transfer += copied[0]
                 if out is not None:
-                    self._touch(treepath, tuple(nodes))
+                    self._touch(treepath, nodes)
                     return out
             host = self.mapping[key]  # coffea's virtual mode: a partial that reads it
             return _read_then_copy(host if callable(host) else (lambda: host), self.copy,

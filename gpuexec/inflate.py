@@ -6,8 +6,11 @@ bytes; only the time differs. On a GPU worker, reading is most of a task (ADL Q6
 H200 host: 73 % of the GPU pool's task time, most of it in ``zlib.decompress``), so the
 inflater bounds how far the GPU can pull ahead of the cores.
 
-uproot's reader does not read ``ZLIB.library`` itself: it inflates through an instance
-of ``ZLIB``'s base class, whose class attribute of the same name is set here as well.
+uproot's reader does not read ``ZLIB.library`` itself: it inflates through one instance
+of ``ZLIB``'s base class (``decompressor()``), and only that instance's ``library`` is set
+here. The class attribute is also what ``ZLIB`` *compresses* with, so setting it would
+change the files a process writes (ISA-L's level 1 stored generated Jet baskets
+uncompressed); it is set only should a later uproot have no such instance.
 """
 
 from __future__ import annotations
@@ -43,25 +46,21 @@ def use(choice: str) -> str:
     import uproot.compression
 
     library = resolve(choice)
-    uproot.compression.ZLIB.library = library  # the documented switch
-    base = _reader_class()
-    if base is not None:
-        base.library = library  # what the reader consults
+    decompressor().library = library
     return library
 
 
 def in_use() -> str:
     """The library uproot's reader inflates zlib baskets with in this process."""
-    import uproot.compression
-
-    base = _reader_class()
-    return (base or uproot.compression.ZLIB).library
+    return decompressor().library
 
 
-def _reader_class():
-    """The class whose ``library`` uproot's reader reads (``ZLIB``'s base in uproot 5.3-5.7);
-    None should a later uproot read ``ZLIB.library`` itself."""
+def decompressor():
+    """The object uproot's reader inflates zlib blocks through (its ``decompress(data,
+    inflated size)``): the instance ``uproot.compression`` keeps in uproot 5.3-5.7, else
+    ``ZLIB`` itself, should a later uproot read the documented class switch."""
     import uproot.compression
 
     reader = getattr(uproot.compression, "_decompress_ZLIB", None)
-    return type(reader) if reader is not None and hasattr(reader, "library") else None
+    return reader if reader is not None and hasattr(reader, "library") else \
+        uproot.compression.ZLIB

@@ -125,16 +125,22 @@ def test_compression_default_and_option(sample, tmp_path):
     assert not list(tmp_path.glob("*.partial"))
 
 
-def test_zlib_files_do_not_depend_on_the_processs_inflate_library(tmp_path, monkeypatch):
-    """gpuexec.inflate sets uproot's ZLIB.library, which also compresses: a sample written
-    after it must still be compressed with zlib, as ROOT writes (ISA-L stored the Jet
-    baskets uncompressed, and a benchmark's file then needed no inflating)."""
+def test_zlib_files_do_not_depend_on_the_processs_inflate_library(tmp_path):
+    """A sample written after ``gpuexec.inflate.use`` must still be compressed with zlib,
+    as ROOT writes: uproot's ZLIB class attribute compresses too (when it was set, ISA-L
+    stored the Jet baskets uncompressed, and a benchmark's file then needed no
+    inflating)."""
     pytest.importorskip("isal")
+    from gpuexec import inflate
 
     def basket_bytes(library):
-        monkeypatch.setattr(uproot.compression.ZLIB, "library", library)
-        path = make_sample.write_sample(tmp_path / f"{library}.root", 20_000, seed=5,
-                                        compression="zlib:1", chunk_size=10_000)
+        before = inflate.in_use()
+        inflate.use(library)
+        try:
+            path = make_sample.write_sample(tmp_path / f"{library}.root", 20_000, seed=5,
+                                            compression="zlib:1", chunk_size=10_000)
+        finally:
+            inflate.use(before)
         with uproot.open(path) as f:
             return {b: f["Events"][b].member("fBasketBytes")[:2].tolist()
                     for b in ("Jet_pt", "Muon_pt", "nJet")}
