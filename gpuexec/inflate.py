@@ -43,8 +43,6 @@ def resolve(choice: str) -> str:
 def use(choice: str) -> str:
     """Make uproot inflate zlib baskets in this process with ``choice`` (see
     ``resolve``); returns the library now in use."""
-    import uproot.compression
-
     library = resolve(choice)
     decompressor().library = library
     return library
