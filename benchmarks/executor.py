@@ -188,6 +188,10 @@ def main(argv=None) -> int:
     parser.add_argument("--files", type=int, default=1,
                         help="generate the events as this many files of equal size, written "
                              "side by side (a dataset of several files, as a real one is)")
+    parser.add_argument("--basket-entries", type=int, default=None,
+                        help="entries per basket of the generated files (default: make_sample's, "
+                             "100000; 10000 is a real NanoAOD file's layout, see "
+                             "examples/make_sample.py)")
     parser.add_argument("--file", default=None,
                         help="reuse these samples (comma-separated) instead of generating")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
@@ -213,12 +217,13 @@ def main(argv=None) -> int:
         paths = args.file.split(",")
     else:
         start = time.perf_counter()
-        paths = generate(tmp.name, args.events, args.files)
-        print(f"generated {args.events:,} events in {len(paths)} file(s) in "
+        paths = generate(tmp.name, args.events, args.files, args.basket_entries)
+        print(f"generated {args.events:,} events in {len(paths)} file(s) of "
+              f"{args.basket_entries or 100_000:,}-entry baskets in "
               f"{time.perf_counter() - start:.1f} s")
 
     results = {"machine": machine(), "events": args.events, "files": len(paths),
-               "chunksize": chunksize,
+               "chunksize": chunksize, "basket_entries": args.basket_entries or 100_000,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "gpu_sync": args.gpu_sync,
@@ -226,9 +231,11 @@ def main(argv=None) -> int:
                "inflate": inflate.resolve(args.inflate), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
-        before = {"files": 1, "inflate": "zlib"}  # runs before these settings existed
+        # runs before these settings existed
+        before = {"files": 1, "inflate": "zlib", "basket_entries": 100_000}
         same = all(earlier.get(k, before.get(k)) == results[k]
-                   for k in ("events", "files", "chunksize", "cores", "inflate"))
+                   for k in ("events", "files", "chunksize", "cores", "inflate",
+                             "basket_entries"))
         if not same or earlier["machine"].get("gpus") != results["machine"]["gpus"]:
             raise SystemExit(f"{args.previous}: another machine or input; not merged")
         results["queries"].update({k: v for k, v in earlier["queries"].items()
@@ -348,9 +355,11 @@ def alternate(executors: list[str], queries: list, rows: dict, paths, chunksize:
             saved()
 
 
-def generate(folder: str, events: int, files: int) -> list[str]:
-    """``events`` split over ``files`` generated files (zlib:1), written by one process
-    each (a file is written by one thread: 45 s per 5M events on the H200 host)."""
+def generate(folder: str, events: int, files: int,
+             basket_entries: int | None = None) -> list[str]:
+    """``events`` split over ``files`` generated files (zlib:1, ``basket_entries`` per
+    basket), written by one process each (a file is written by one thread: 45 s per 5M
+    events on the H200 host)."""
     from concurrent.futures import ProcessPoolExecutor
 
     from examples.make_sample import write_sample
@@ -358,7 +367,8 @@ def generate(folder: str, events: int, files: int) -> list[str]:
     sizes = [events // files + (k < events % files) for k in range(files)]
     paths = [os.path.join(folder, f"adl_{k}.root") for k in range(files)]
     with ProcessPoolExecutor(max_workers=files) as pool:
-        done = [pool.submit(write_sample, path, n, seed=20240601 + k, compression="zlib:1")
+        done = [pool.submit(write_sample, path, n, seed=20240601 + k, compression="zlib:1",
+                            basket_entries=basket_entries)
                 for k, (path, n) in enumerate(zip(paths, sizes))]
         return [d.result() for d in done]
 

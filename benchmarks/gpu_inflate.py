@@ -188,8 +188,8 @@ def main(argv=None) -> int:
                              "which examples.adl imports, is not installed)")
     parser.add_argument("--file", default=None, help="an existing file instead of one generated")
     parser.add_argument("--basket-entries", type=int, default=100_000,
-                        help="entries per basket of the generated file (examples/make_sample.py "
-                             "writes one basket per branch per this many events)")
+                        help="entries per basket of the generated file (10000: a real NanoAOD "
+                             "file's layout, see examples/make_sample.py)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-gpu", action="store_true", help="host inflaters only")
     parser.add_argument("--task-events", default=None,
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
 
         t0 = time.perf_counter()
         path = write_sample(os.path.join(tmp.name, "adl.root"), args.events, seed=20240601,
-                            compression="zlib:1", chunk_size=args.basket_entries)
+                            compression="zlib:1", basket_entries=args.basket_entries)
         print(f"generated {args.events:,} events in {time.perf_counter() - t0:.1f} s")
     queries = [int(q) for q in args.queries.split(",")]
     with uproot.open(path) as f:

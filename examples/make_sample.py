@@ -21,9 +21,15 @@ NANOAODSIMEventContent set compressionAlgorithm "LZMA", compressionLevel 9), so 
 the default here. LZMA-9 is slow to write; ``--compression zlib:1`` (or lz4:1, zstd:5)
 writes large files faster with a different read cost.
 
-Events are generated and written in chunks of ``--chunk-size`` (one basket per branch
-per chunk), so any number of events fits in bounded memory. Chunk k draws from
-``numpy.random.default_rng([seed, k])``: the same seed and chunk size give the same file.
+Events are generated in chunks of ``--chunk-size``, so any number of events fits in
+bounded memory. Chunk k draws from ``numpy.random.default_rng([seed, k])``: the same seed
+and chunk size give the same events. Each chunk is written as baskets of
+``--basket-entries`` entries per branch (default: one basket per chunk). CMS's NanoAOD
+output module flushes a cluster (one basket per branch) every 10 MB of compressed output
+(``NanoAODOutputModule``'s ``autoFlush`` default, -10000000), which for NanoAOD's
+1-2 kB events is some 5,000-10,000 events; this tree's few branches would need about
+70,000 events (zlib:1) for 10 MB. So ``--basket-entries 10000`` gives the basket layout
+of a real NanoAOD file, and the default that of a file holding only these branches.
 """
 
 from __future__ import annotations
@@ -176,12 +182,15 @@ def generate_chunk(rng: np.random.Generator, n: int, first_event: int = 0) -> di
 
 
 def write_sample(path, n_events: int, *, seed: int = 20240601, chunk_size: int = 100_000,
-                 compression: str = "lzma:9", treename: str = "Events", progress=None) -> str:
+                 compression: str = "lzma:9", treename: str = "Events", progress=None,
+                 basket_entries: int | None = None) -> str:
     """Write ``n_events`` events to ``path`` (a new file); returns ``path``. The file
     is written under a temporary name and renamed when complete, so a killed run never
-    leaves a truncated sample behind under the final name."""
-    if n_events < 0 or chunk_size <= 0:
-        raise ValueError("n_events must be >= 0 and chunk_size > 0")
+    leaves a truncated sample behind under the final name. ``basket_entries`` (default
+    ``chunk_size``) sets the entries per basket; the events do not depend on it."""
+    basket_entries = chunk_size if basket_entries is None else basket_entries
+    if n_events < 0 or chunk_size <= 0 or basket_entries <= 0:
+        raise ValueError("n_events must be >= 0, chunk_size and basket_entries > 0")
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     partial = path + ".partial"
@@ -189,7 +198,10 @@ def write_sample(path, n_events: int, *, seed: int = 20240601, chunk_size: int =
         tree = f.mktree(treename, BRANCH_TYPES)
         for k, start in enumerate(range(0, n_events, chunk_size)):
             n = min(chunk_size, n_events - start)
-            tree.extend(generate_chunk(np.random.default_rng([seed, k]), n, first_event=start))
+            chunk = generate_chunk(np.random.default_rng([seed, k]), n, first_event=start)
+            for at in range(0, n, basket_entries):  # tree.extend writes one basket per branch
+                tree.extend({name: values[at:at + basket_entries]
+                             for name, values in chunk.items()})
             if progress:
                 progress(start + n, n_events)
     os.replace(partial, path)
@@ -202,7 +214,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="data/generated/adl_sample.root", help="output ROOT file")
     parser.add_argument("--seed", type=int, default=20240601)
     parser.add_argument("--chunk-size", type=int, default=100_000,
-                        help="events generated and written per basket (bounds memory)")
+                        help="events generated at a time (bounds memory)")
+    parser.add_argument("--basket-entries", type=int, default=None,
+                        help="entries per basket (default: --chunk-size; 10000 is the "
+                             "layout of a real NanoAOD file, see above)")
     parser.add_argument("--compression", default="lzma:9",
                         help="lzma:9 (CMS NanoAOD, default), zlib:N, lz4:N, zstd:N or none")
     args = parser.parse_args(argv)
@@ -214,7 +229,8 @@ def main(argv=None) -> int:
         print(f"\r{done}/{total} events ({rate:,.0f} events/s)", end="", file=sys.stderr, flush=True)
 
     write_sample(args.out, args.events, seed=args.seed, chunk_size=args.chunk_size,
-                 compression=args.compression, progress=progress)
+                 compression=args.compression, progress=progress,
+                 basket_entries=args.basket_entries)
     elapsed = time.perf_counter() - t0
     size = os.path.getsize(args.out)
     print(f"\nwrote {args.events} events to {args.out} ({size / 1e6:.1f} MB, "

@@ -116,6 +116,23 @@ def test_seeded_and_chunk_boundaries(sample, tmp_path):
     assert np.array_equal(a["event"], np.arange(1, N + 1))
 
 
+def test_basket_entries_lay_out_the_same_events(sample, tmp_path):
+    # Chunks of 700 written as baskets of 300: 300, 300, 100 per chunk (300, 300 for the
+    # last chunk, of 600); the events are those of the one-basket-per-chunk file.
+    small = make_sample.write_sample(tmp_path / "small.root", N, seed=11, chunk_size=700,
+                                     basket_entries=300)
+    with uproot.open(small) as f:
+        branch = f["Events"]["Jet_pt"]
+        bounds = [branch.basket_entry_start_stop(i) for i in range(branch.num_baskets)]
+    assert bounds[:4] == [(0, 300), (300, 600), (600, 700), (700, 1000)]
+    assert bounds[-1] == (1700, 2000) and len(bounds) == 8
+    a, b = _arrays(sample), _arrays(small)
+    assert all(np.array_equal(np.concatenate(a[k]) if a[k].dtype == object else a[k],
+                              np.concatenate(b[k]) if b[k].dtype == object else b[k]) for k in a)
+    with pytest.raises(ValueError):
+        make_sample.write_sample(tmp_path / "x.root", 10, basket_entries=0)
+
+
 def test_compression_default_and_option(sample, tmp_path):
     with uproot.open(sample) as f:
         assert isinstance(f.file.compression, uproot.LZMA) and f.file.compression.level == 9
