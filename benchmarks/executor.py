@@ -309,10 +309,27 @@ def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
                       # workers an earlier call's left busy at the start
                       "left_running": len(call.left_running),
                       "busy_at_start": call.busy_at_start})
+        entry["tasks"] = task_runs(call.runs)
         if name.startswith("placement") and ex.placement is not None:
             entry["placement"] = ex.placement.summary()
             entry["decisions"] = ex.placement.decisions()
     return entry
+
+
+def task_runs(runs) -> list[dict]:
+    """Per task (a merged GPU task's chunks summed): pool, task number, worker, events,
+    seconds and their reading and transfer parts, so that slow tasks can be told apart
+    (e.g. each worker's first of a call)."""
+    tasks: dict = {}
+    for run in runs:
+        key = (run.pool, run.task if run.task is not None else run.label)
+        t = tasks.setdefault(key, {"pool": run.pool, "task": run.task, "worker": run.worker,
+                                   "events": 0, "seconds": 0.0, "read": 0.0, "transfer": 0.0})
+        t["events"] += run.units
+        t["seconds"] += run.seconds
+        t["read"] += run.read_seconds
+        t["transfer"] += run.transfer_seconds
+    return list(tasks.values())
 
 
 def median(timed: list[dict]) -> dict:

@@ -197,6 +197,9 @@ def main(argv=None) -> int:
     ap.add_argument("--read-on-device", action="store_true",
                     help="GPU processes read plain branches through gpuexec.device_reading "
                          "(GPUExecutor's read_on_device, with read-ahead)")
+    ap.add_argument("--basket-entries", type=int, default=None,
+                    help="entries per basket of the generated file (10000: a real NanoAOD "
+                         "file's layout, see examples/make_sample.py)")
     ap.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "out")))
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=RuntimeWarning)
@@ -207,7 +210,7 @@ def main(argv=None) -> int:
     queries = [int(q) for q in args.queries.split(",")]
     tmp = tempfile.TemporaryDirectory(prefix="gpuexec-conc-")
     path = write_sample(os.path.join(tmp.name, "adl.root"), args.events,
-                        compression="zlib:1")
+                        compression="zlib:1", basket_entries=args.basket_entries)
     print(f"{'back':<5} {'query':<4} {'PxT':>6} {'ev/task':>8} {'M ev/s':>8} {'task s':>8} "
           f"{'read s':>7} {'h2d s':>7} {'compute':>8} {'tasks':>6}", flush=True)
     rows = []
@@ -226,6 +229,7 @@ def main(argv=None) -> int:
     (out / name).write_text(json.dumps({"machine": machine, "label": args.label,
                                         "events_in_file": args.events, "seconds": args.seconds,
                                         "read_on_device": args.read_on_device,
+                                        "basket_entries": args.basket_entries or 100_000,
                                         "rows": rows}, indent=1))
     print("wrote", out / name)
     return 0

@@ -26,9 +26,11 @@ matched by ``column_for``, and the caller reads it as before.
 from __future__ import annotations
 
 import bisect
+import fcntl
 import functools
 import os
 import struct
+import tempfile
 import threading
 from dataclasses import dataclass
 
@@ -52,6 +54,14 @@ _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
 # (executor_read_ahead_s24_h200.*). Fewer than this: the host inflates. A GPU worker's
 # task reaches it only by reading its columns together (``read_many``, read-ahead).
 NVCOMP_MIN_STREAMS = 32
+# nvCOMP calls from several processes on one GPU overlap only while they are few: on the
+# H200 under MPS, one Q6 task's batch (120 streams of 0.2 MB) took 38 ms alone, 39-61 ms
+# with four processes calling at once, 340-380 ms with twelve (Q8's: 18, 22-29, 103-122),
+# where the host inflated the same batches in 99-117 / 108-151 / 120-169 ms (benchmarks/
+# results/read_contention_s25_h200.*). So at most this many batches per device are on
+# nvCOMP at a time, across the processes of a host (lock files, ``_DeviceSlots``); a
+# batch that finds none free is inflated on the host. 0: no limit.
+NVCOMP_SLOTS = 4
 
 
 class Unsupported(Exception):
@@ -202,6 +212,63 @@ def _nvcomp_codec():
     return codec
 
 
+class _DeviceSlots:
+    """``n`` slots for nvCOMP calls on one device, shared by the processes of a host: a
+    slot is an exclusive ``flock`` on a file named by the device's PCI bus id (released by
+    the kernel should its process die) and a lock for the threads of this process."""
+
+    def __init__(self, device: str, n: int):
+        folder = os.path.join(tempfile.gettempdir(), "gpuexec-nvcomp-slots")
+        self.files = []
+        try:
+            os.makedirs(folder, exist_ok=True)
+            for k in range(n):  # read-only suffices for flock (another user's file)
+                path = os.path.join(folder, f"{device.replace(':', '_')}-{k}.lock")
+                self.files.append((os.open(path, os.O_RDONLY | os.O_CREAT, 0o666),
+                                   threading.Lock()))
+        except OSError:  # no shared folder: the calls go unlimited, as without slots
+            self.files = None
+
+    def acquire(self):
+        """A slot held (give it to ``release``), True where slots cannot be kept, or None
+        when every slot is taken."""
+        if self.files is None:
+            return True
+        for fd, lock in self.files:
+            if lock.acquire(blocking=False):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return fd, lock
+                except OSError:  # held by another process
+                    lock.release()
+        return None
+
+    @staticmethod
+    def release(slot) -> None:
+        if slot is not True:
+            fd, lock = slot
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            lock.release()
+
+
+_SLOTS: dict = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def _nvcomp_slot(cp):
+    """A slot for one nvCOMP call on the current device (``_DeviceSlots.acquire``), or
+    True when ``NVCOMP_SLOTS`` is 0 (no limit)."""
+    if NVCOMP_SLOTS <= 0:
+        return True
+    device = cp.cuda.Device()
+    key = (device.pci_bus_id, NVCOMP_SLOTS)
+    with _SLOTS_LOCK:
+        slots = _SLOTS.get(key)
+        if slots is None:
+            slots = _SLOTS[key] = _DeviceSlots(device.pci_bus_id, NVCOMP_SLOTS)
+    return slots.acquire()
+
+
 def stream_equivalents(sizes) -> float:
     """A batch of zlib streams of inflated ``sizes``, counted in streams of its largest
     one's size (nvCOMP's call lasts as long as its largest stream takes)."""
@@ -251,12 +318,18 @@ def _payloads(baskets: list[Basket], xp, copy):
     np.cumsum([b.objlen for b in baskets], out=starts[1:])
     all_zlib = all(b.stored is not None or b.streams for b in baskets)
     streams = stream_equivalents([u for b in baskets for _a, _d, u in b.blocks])
-    if not all_zlib or inflater(xp, streams) == "host":
+    slot = None
+    if all_zlib and inflater(xp, streams) == "nvcomp":
+        slot = _nvcomp_slot(xp)  # None: nvCOMP is busy with other batches; the host does it
+    if slot is None:
         decompressors = _host_decompressors()
         parts = [_host_payload(b, decompressors) for b in baskets]
         host = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint8)
         return copy(host), starts
-    return _nvcomp_payloads(baskets, xp, starts, copy), starts
+    try:
+        return _nvcomp_payloads(baskets, xp, starts, copy), starts
+    finally:
+        _DeviceSlots.release(slot)
 
 
 def _nvcomp_payloads(baskets, cp, starts, copy):
@@ -284,9 +357,15 @@ def _nvcomp_payloads(baskets, cp, starts, copy):
         sizes = [pieces[k][2] for k in deflated]
         config = codec.decompression_config(codec.compression_config(sizes))
         views = [device[at[k]:at[k] + len(pieces[k][0])] for k in deflated]
-        for k, out in zip(deflated, codec.decode(nvcomp.as_arrays(views),
-                                                 decompression_config=config)):
+        decoded = codec.decode(nvcomp.as_arrays(views), decompression_config=config)
+        for k, out in zip(deflated, decoded):
             outputs[k] = cp.asarray(out).view(cp.uint8)
+        # the decode is done before the call's nvCOMP slot is given back (its stream is
+        # the codec's own, named by the outputs' array interface)
+        interface = getattr(decoded[0], "__cuda_array_interface__", {}) if decoded else {}
+        stream = interface.get("stream")
+        if stream is not None:
+            cp.cuda.ExternalStream(stream).synchronize()
     parts = [outputs[k] if k in outputs else device[at[k]:at[k] + pieces[k][2]]
              for k in range(len(pieces))]
     if not parts:

@@ -317,11 +317,13 @@ def _array_module(ak_backend: str):
     return cupy
 
 
-# The plain-branch buffers each processor's last task on this worker read through
+# The plain-branch buffers a processor's tasks on this worker have read through
 # device_reading, per (processor token, tree): a task of the same processor reads all of
 # them in one batch at its first touch (one inflate, one copy, one nvCOMP call) instead of
 # one read per column as the processor touches them. A column predicted but not touched is
 # read for nothing; one touched but not predicted is read alone, and predicted next time.
+# Tasks add to the list, never replace it: a worker's tasks running side by side would
+# otherwise cut it to what the latest had touched so far.
 _READ_AHEAD: dict = {}
 _READ_AHEAD_LOCK = threading.Lock()
 READ_AHEAD_KEPT = 64  # processors x trees remembered per worker process
@@ -333,9 +335,10 @@ def _learned(key) -> tuple:
 
 
 def _learn(key, nodes: tuple) -> None:
+    """Add the buffer ``nodes`` to the columns read ahead for ``key``."""
     with _READ_AHEAD_LOCK:
-        _READ_AHEAD.pop(key, None)  # (re-inserted last: the oldest go first)
-        _READ_AHEAD[key] = nodes
+        known = _READ_AHEAD.pop(key, ())  # (re-inserted last: the oldest go first)
+        _READ_AHEAD[key] = known if nodes in known else (*known, nodes)
         while len(_READ_AHEAD) > READ_AHEAD_KEPT:
             _READ_AHEAD.pop(next(iter(_READ_AHEAD)))
 
@@ -372,7 +375,7 @@ class _DeviceBuffers(Mapping):
         self.copy, self.wait = _device_copier(ak_backend)
         self.token = read_ahead
         self.ahead: dict | None = None  # (uuid, tree, start, stop, nodes) -> array
-        self.touched: dict = {}  # tree -> nodes read through device_reading, in order
+        self.touched: dict = {}  # tree -> nodes this task read through device_reading
 
     def _direct(self, uuid, treepath, start, stop, nodes, name, kind, copy):
         """The column of ``nodes`` from device_reading (None if it refuses it), read with
@@ -405,10 +408,10 @@ class _DeviceBuffers(Mapping):
         """Learn that this task read ``nodes`` directly (what the next task reads ahead)."""
         if self.token is None:
             return
-        seen = self.touched.setdefault(treepath, {})
+        seen = self.touched.setdefault(treepath, set())
         if nodes not in seen:
-            seen[nodes] = None
-            _learn((self.token, treepath), tuple(seen))
+            seen.add(nodes)
+            _learn((self.token, treepath), nodes)
 
     def __getitem__(self, key):
         def load():
@@ -576,12 +579,15 @@ class _Task:
     def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
                  report_runs: bool = False, inflate: str = "auto", report_starts: bool = False,
                  read_on_device: bool = False, cpu_direct_read: bool = False,
-                 read_ahead: bool = False, nvcomp_min_streams: int | None = None):
+                 read_ahead: bool = False, nvcomp_min_streams: int | None = None,
+                 nvcomp_slots: int | None = None):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         # device_reading's threshold, set in the worker on every task (a worker keeps the
         # last call's otherwise); None: this process's value, the module's default
         self.nvcomp_min_streams = (device_reading.NVCOMP_MIN_STREAMS
                                    if nvcomp_min_streams is None else nvcomp_min_streams)
+        self.nvcomp_slots = (device_reading.NVCOMP_SLOTS if nvcomp_slots is None
+                             else nvcomp_slots)
         # names the processor on the workers, whose direct reads learn its columns
         self.read_ahead = processor_token(self.function) if read_ahead else None
         self.compression = compression
@@ -644,6 +650,7 @@ class _Task:
         try:
             _use_inflate(self.inflate)
             device_reading.NVCOMP_MIN_STREAMS = self.nvcomp_min_streams  # (process-wide)
+            device_reading.NVCOMP_SLOTS = self.nvcomp_slots
             with gk.using(self.backends[pool]):
                 out = self._call(item, pool, timings)
         except _Skip as skip:
@@ -1008,7 +1015,7 @@ class GPUExecutor(ExecutorBase):
             on a 2-core VM, ADL Q8 1.04x, Q6 1.00x, Q1 0.92x (docs/executor.md); not yet
             measured on a GPU host.
         read_ahead: with ``read_on_device`` (or ``cpu_direct_read``), a worker remembers
-            which branches the processor's last task there read; a later task of the same
+            which branches the processor's tasks there read; a later task of the same
             processor (the same pickle) reads them all at its first read, in one batch:
             one inflate, one copy and, for enough zlib blocks, one nvCOMP call per task
             instead of one per column. The first task of a processor on each worker reads
@@ -1018,6 +1025,11 @@ class GPUExecutor(ExecutorBase):
             (``device_reading.stream_equivalents``; smaller: the host inflates it); None
             keeps ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` (32, from a crossover
             measured on the H200).
+        nvcomp_slots: how many batches may be on nvCOMP at once per GPU, across the
+            processes of a host; a batch that finds every slot taken is inflated on the
+            host (nvCOMP calls from many processes stop overlapping: on the H200, twelve at
+            once took nine times as long as one). None keeps
+            ``gpuexec.device_reading.NVCOMP_SLOTS`` (4); 0: no limit.
     """
 
     client: Any = None
@@ -1048,6 +1060,7 @@ class GPUExecutor(ExecutorBase):
     cpu_direct_read: bool = False
     read_ahead: bool = True
     nvcomp_min_streams: int | None = None
+    nvcomp_slots: int | None = None
 
     def __post_init__(self):
         if self.treereduction < 2:
@@ -1062,6 +1075,8 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"gpu_workers must be >= 0, got {self.gpu_workers}")
         if self.nvcomp_min_streams is not None and self.nvcomp_min_streams < 1:
             raise ValueError(f"nvcomp_min_streams must be >= 1, got {self.nvcomp_min_streams}")
+        if self.nvcomp_slots is not None and self.nvcomp_slots < 0:
+            raise ValueError(f"nvcomp_slots must be >= 0, got {self.nvcomp_slots}")
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
         inflater.check(self.inflate)
@@ -1302,7 +1317,8 @@ class GPUExecutor(ExecutorBase):
                      report_starts=policy is not None and policy.backup_margin is not None,
                      inflate=self.inflate, read_on_device=self.read_on_device,
                      cpu_direct_read=self.cpu_direct_read, read_ahead=self.read_ahead,
-                     nvcomp_min_streams=self.nvcomp_min_streams)
+                     nvcomp_min_streams=self.nvcomp_min_streams,
+                     nvcomp_slots=self.nvcomp_slots)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
         if self.status:

@@ -234,6 +234,9 @@ class _FakeCupy:
         def alloc_pinned_memory(n):
             return bytearray(n)
 
+        class Device:
+            pci_bus_id = "0000:fa:ke.0"
+
 
 def _fake_nvcomp(monkeypatch):
     """The stand-in nvCOMP installed, and every read inflated by it."""
@@ -356,6 +359,34 @@ def test_read_ahead_reads_the_last_tasks_columns_at_the_first_touch(multi, monke
     assert batches == [7]
 
 
+def test_read_ahead_keeps_what_tasks_running_side_by_side_learned(multi, monkeypatch):
+    """Two tasks of one processor on one worker (a worker of two threads): one that has
+    touched only some columns so far does not cut down what the next task reads ahead
+    (it did: each touch replaced the list with the touching task's own)."""
+    import awkward as ak
+
+    from gpuexec import executor
+
+    monkeypatch.setattr(executor, "_READ_AHEAD", {})
+    batches = []
+    real = device_reading.read_many
+    monkeypatch.setattr(device_reading, "read_many",
+                        lambda columns, *a: batches.append(len(columns)) or real(columns, *a))
+
+    def staged(start, stop):
+        return stage_events(_events(multi, start, stop), "cpu", read_on_device=True,
+                            read_ahead="q")
+
+    first = staged(0, 3000)
+    for get in (lambda e: e.Muon.pt, lambda e: e.Electron.charge, lambda e: e.MET.pt):
+        ak.materialize(get(first))
+    running = staged(3000, 5000)
+    ak.materialize(running.Muon.pt)  # still running: two of the five columns touched
+    batches.clear()
+    ak.materialize(staged(5000, 9000).MET.pt)
+    assert batches == [5]
+
+
 def test_the_devices_queued_work_is_not_counted_as_reading(multi, monkeypatch):
     """A column touched while the device still runs the processor's earlier kernels
     waits for them before its read starts: that wait is compute, not reading or transfer
@@ -466,3 +497,85 @@ def test_payloads_route_a_batch_by_its_stream_equivalents(multi, monkeypatch):
         monkeypatch.setattr(device_reading, "NVCOMP_MIN_STREAMS", threshold)
         device_reading._payloads(baskets, _FakeCupy(), np.asarray)
         assert bool(called) == nvcomp, threshold
+
+
+def _hold_slot(path, ready, done):
+    """Another process holding one slot's lock file until told to let go."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    ready.set()
+    done.wait(30)
+
+
+def test_nvcomp_slots_are_shared_by_the_processes_of_a_host(tmp_path, monkeypatch):
+    """At most n nvCOMP calls per device at once: a slot is a lock file per device and
+    slot, so another process holding one leaves n - 1; a slot given back is free again."""
+    import multiprocessing
+
+    monkeypatch.setattr(device_reading.tempfile, "gettempdir", lambda: str(tmp_path))
+    slots = device_reading._DeviceSlots("0000:01:00.0", 2)
+    a, b = slots.acquire(), slots.acquire()
+    assert a not in (None, True) and b not in (None, True)
+    assert slots.acquire() is None  # both taken, in this process
+    device_reading._DeviceSlots.release(a)
+    c = slots.acquire()
+    assert c is not None
+    device_reading._DeviceSlots.release(b)
+    device_reading._DeviceSlots.release(c)
+
+    path = next(tmp_path.glob("gpuexec-nvcomp-slots/0000_01_00.0-0.lock"))
+    ctx = multiprocessing.get_context("spawn")
+    ready, done = ctx.Event(), ctx.Event()
+    other = ctx.Process(target=_hold_slot, args=(str(path), ready, done))
+    other.start()
+    try:
+        assert ready.wait(30)
+        held = slots.acquire()
+        assert held is not None and slots.acquire() is None  # one left, and it is taken
+        device_reading._DeviceSlots.release(held)
+    finally:
+        done.set()
+        other.join(30)
+    both = [slots.acquire(), slots.acquire()]  # the other process's lock went with it
+    assert None not in both
+    for slot in both:
+        device_reading._DeviceSlots.release(slot)
+    # another device has its own slots
+    assert device_reading._DeviceSlots("0000:02:00.0", 1).acquire() is not None
+
+
+def test_a_batch_finding_every_nvcomp_slot_taken_is_inflated_on_the_host(
+        multi, monkeypatch, tmp_path):
+    """nvCOMP calls from many processes stop overlapping, so a batch that finds every
+    slot of its device taken is inflated on the host, with the same bytes; with
+    ``NVCOMP_SLOTS`` 0 there is no limit."""
+    _fake_nvcomp(monkeypatch)
+    monkeypatch.setattr(device_reading.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(device_reading, "_SLOTS", {})
+    called = []
+    real = device_reading._nvcomp_payloads
+    monkeypatch.setattr(device_reading, "_nvcomp_payloads",
+                        lambda *a: called.append(1) or real(*a))
+    with uproot.open(multi) as f:
+        baskets = device_reading.find_baskets(f["Events"]["Muon_pt"], 0, 9000)
+    want, _ = device_reading._payloads(baskets, np, np.asarray)
+    monkeypatch.setattr(device_reading, "NVCOMP_SLOTS", 1)
+    got, _ = device_reading._payloads(baskets, _FakeCupy(), np.asarray)
+    assert called == [1] and np.array_equal(got, want)
+
+    (slots,) = device_reading._SLOTS.values()
+    held = slots.acquire()  # the one slot busy (another batch on nvCOMP)
+    called.clear()
+    got, _ = device_reading._payloads(baskets, _FakeCupy(), np.asarray)
+    assert called == [] and np.array_equal(got, want)
+    monkeypatch.setattr(device_reading, "NVCOMP_SLOTS", 0)
+    got, _ = device_reading._payloads(baskets, _FakeCupy(), np.asarray)
+    assert called == [1] and np.array_equal(got, want)
+    device_reading._DeviceSlots.release(held)
+    monkeypatch.setattr(device_reading, "NVCOMP_SLOTS", 1)
+    called.clear()
+    device_reading._payloads(baskets, _FakeCupy(), np.asarray)
+    assert called == [1]  # given back after the call before

@@ -325,6 +325,8 @@ def test_copies_share_the_report_and_settings():
         GPUExecutor(merge_on="scheduler")
     with pytest.raises(ValueError, match="nvcomp_min_streams"):
         GPUExecutor(nvcomp_min_streams=0)
+    with pytest.raises(ValueError, match="nvcomp_slots"):
+        GPUExecutor(nvcomp_slots=-1)
     with pytest.raises(ValueError, match="gpu_sync"):
         GPUExecutor(gpu_sync="sleep")
 
