@@ -7,7 +7,9 @@ run with the GPU pool only, and with CPU workers on every core).
     python benchmarks/executor.py                           # 5M events, every query
     python benchmarks/executor.py --events 200000 --gpu-backend cpu --gpu-workers 1 --cores 2
 
-The input is generated inside the run (examples/make_sample.py, zlib:1). Prints a
+The input is generated inside the run (examples/make_sample.py, zlib:1, baskets of
+10,000 entries as a real NanoAOD file's; runs before the twenty-fifth session used
+100,000, ``--basket-entries 100000``). Prints a
 table and writes benchmarks/results/executor.json with the machine named. Each
 executor (and its cluster) is started once for all the queries; each timed run follows
 a warm-up over one chunk per core. ``--queries 1,2,3,4`` then ``--queries 5,6,7,8
@@ -188,10 +190,10 @@ def main(argv=None) -> int:
     parser.add_argument("--files", type=int, default=1,
                         help="generate the events as this many files of equal size, written "
                              "side by side (a dataset of several files, as a real one is)")
-    parser.add_argument("--basket-entries", type=int, default=None,
-                        help="entries per basket of the generated files (default: make_sample's, "
-                             "100000; 10000 is a real NanoAOD file's layout, see "
-                             "examples/make_sample.py)")
+    parser.add_argument("--basket-entries", type=int, default=10_000,
+                        help="entries per basket of the generated files: 10000 (default), a "
+                             "real NanoAOD file's layout (examples/make_sample.py); 100000 "
+                             "the files of the runs before the twenty-fifth session")
     parser.add_argument("--file", default=None,
                         help="reuse these samples (comma-separated) instead of generating")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
@@ -219,11 +221,11 @@ def main(argv=None) -> int:
         start = time.perf_counter()
         paths = generate(tmp.name, args.events, args.files, args.basket_entries)
         print(f"generated {args.events:,} events in {len(paths)} file(s) of "
-              f"{args.basket_entries or 100_000:,}-entry baskets in "
+              f"{args.basket_entries:,}-entry baskets in "
               f"{time.perf_counter() - start:.1f} s")
 
     results = {"machine": machine(), "events": args.events, "files": len(paths),
-               "chunksize": chunksize, "basket_entries": args.basket_entries or 100_000,
+               "chunksize": chunksize, "basket_entries": args.basket_entries,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "gpu_sync": args.gpu_sync,

@@ -9,7 +9,8 @@ basket positions; a local file is mapped, through uproot's MemmapSource) and inf
 native ones there, with no per-basket Python of uproot's interpretation. ``read_many``
 reads several columns as one batch (the executor's read-ahead gives it a task's
 columns). A batch of many streams (``NVCOMP_MIN_STREAMS``) is inflated on the device
-instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed. The
+instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed and
+one of the device's ``NVCOMP_SLOTS`` is free. The
 same code runs with numpy as the array module, which is how it is tested against uproot
 without a GPU.
 
