@@ -56,12 +56,13 @@ _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
 # task reaches it only by reading its columns together (``read_many``, read-ahead).
 NVCOMP_MIN_STREAMS = 32
 # nvCOMP calls from several processes on one GPU overlap only while they are few: on the
-# H200 under MPS, one Q6 task's batch (120 streams of 0.2 MB) took 38 ms alone, 39-61 ms
-# with four processes calling at once, 340-380 ms with twelve (Q8's: 18, 22-29, 103-122),
-# where the host inflated the same batches in 99-117 / 108-151 / 120-169 ms (benchmarks/
-# results/read_contention_s25_h200.*). So at most this many batches per device are on
-# nvCOMP at a time, across the processes of a host (lock files, ``_DeviceSlots``); a
-# batch that finds none free is inflated on the host. 0: no limit.
+# H200 under MPS, one Q6 task's batch (120 streams of 0.2 MB) took 34 ms alone, 41-42 ms
+# with four processes calling at once, 312-369 ms with twelve (Q8's: 21-26, 22-24,
+# 100-138 ms; benchmarks/results/read_contention_s25_h200.*), where the host inflated
+# the same batches in 99-117 / 108-116 / 120-149 ms (a scratch run, docs/executor.md).
+# So at most this many batches per device are on nvCOMP at a time, across the processes
+# of a host (lock files, ``_DeviceSlots``); a batch that finds none free is inflated on
+# the host. 0: no limit.
 NVCOMP_SLOTS = 4
 
 
@@ -228,6 +229,8 @@ class _DeviceSlots:
                 self.files.append((os.open(path, os.O_RDONLY | os.O_CREAT, 0o666),
                                    threading.Lock()))
         except OSError:  # no shared folder: the calls go unlimited, as without slots
+            for fd, _lock in self.files:
+                os.close(fd)
             self.files = None
 
     def acquire(self):

@@ -1028,7 +1028,7 @@ class GPUExecutor(ExecutorBase):
         nvcomp_slots: how many batches may be on nvCOMP at once per GPU, across the
             processes of a host; a batch that finds every slot taken is inflated on the
             host (nvCOMP calls from many processes stop overlapping: on the H200, twelve at
-            once took nine times as long as one). None keeps
+            once took about ten times as long as one). None keeps
             ``gpuexec.device_reading.NVCOMP_SLOTS`` (4); 0: no limit.
     """
 

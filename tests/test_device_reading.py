@@ -545,6 +545,13 @@ def test_nvcomp_slots_are_shared_by_the_processes_of_a_host(tmp_path, monkeypatc
         device_reading._DeviceSlots.release(slot)
     # another device has its own slots
     assert device_reading._DeviceSlots("0000:02:00.0", 1).acquire() is not None
+    # no folder for the lock files: no limit (True), as without slots
+    (tmp_path / "a file").write_text("")
+    monkeypatch.setattr(device_reading.tempfile, "gettempdir",
+                        lambda: str(tmp_path / "a file"))
+    unkept = device_reading._DeviceSlots("0000:01:00.0", 1)
+    assert unkept.acquire() is True and unkept.acquire() is True
+    device_reading._DeviceSlots.release(True)
 
 
 def test_a_batch_finding_every_nvcomp_slot_taken_is_inflated_on_the_host(
