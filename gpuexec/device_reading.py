@@ -264,12 +264,11 @@ def _nvcomp_slot(cp):
     True when ``NVCOMP_SLOTS`` is 0 (no limit)."""
     if NVCOMP_SLOTS <= 0:
         return True
-    device = cp.cuda.Device()
-    key = (device.pci_bus_id, NVCOMP_SLOTS)
+    bus = cp.cuda.Device().pci_bus_id
     with _SLOTS_LOCK:
-        slots = _SLOTS.get(key)
+        slots = _SLOTS.get((bus, NVCOMP_SLOTS))
         if slots is None:
-            slots = _SLOTS[key] = _DeviceSlots(device.pci_bus_id, NVCOMP_SLOTS)
+            slots = _SLOTS[bus, NVCOMP_SLOTS] = _DeviceSlots(bus, NVCOMP_SLOTS)
     return slots.acquire()
 
 

@@ -366,7 +366,7 @@ class _DeviceBuffers(Mapping):
     ``gpuexec.device_reading`` into arrays of the backend's module, any other buffer
     (or branch it does not handle) read by coffea as before and copied. With a
     ``read_ahead`` token, the first plain branch touched is read together with every one
-    the same processor's last task here touched (``_READ_AHEAD``)."""
+    the same processor's tasks here have touched (``_READ_AHEAD``)."""
 
     def __init__(self, mapping, ak_backend: str, timings: _Timings,
                  read_ahead: str | None = None):
@@ -481,8 +481,8 @@ def stage_events(events, ak_backend: str, timings: _Timings | None = None,
     cannot do this: it refuses buffers not yet read. ``read_on_device``: plain NanoAOD
     branches are read by ``gpuexec.device_reading`` (the host only inflates; on "cuda"
     the values are made on the device) instead of by uproot; ``read_ahead`` (a
-    ``processor_token``): their first read takes every column this processor's last task
-    in this process read, in one batch."""
+    ``processor_token``): their first read takes every column this processor's tasks in
+    this process have read, in one batch."""
     import awkward as ak
     from awkward._nplikes.virtual import VirtualNDArray
 

@@ -322,6 +322,24 @@ def test_read_many_reads_every_kind_in_one_batch_and_keeps_a_refusal_apart(
         assert len(calls) == sum(b > a for a, b in cases.ranges(tree["Muon_pt"]))
 
 
+def _record_batches(monkeypatch) -> list:
+    """The number of columns of every ``read_many`` call from now on."""
+    batches = []
+    real = device_reading.read_many
+    monkeypatch.setattr(device_reading, "read_many",
+                        lambda columns, *a: batches.append(len(columns)) or real(columns, *a))
+    return batches
+
+
+def _record_nvcomp_calls(monkeypatch) -> list:
+    """A 1 for every batch handed to nvCOMP from now on."""
+    called = []
+    real = device_reading._nvcomp_payloads
+    monkeypatch.setattr(device_reading, "_nvcomp_payloads",
+                        lambda *a: called.append(1) or real(*a))
+    return called
+
+
 def test_read_ahead_reads_the_last_tasks_columns_at_the_first_touch(multi, monkeypatch):
     """With a read-ahead token, a task's first direct read takes every column the same
     processor's last task read, in one ``read_many``; its later touches of those columns
@@ -332,10 +350,7 @@ def test_read_ahead_reads_the_last_tasks_columns_at_the_first_touch(multi, monke
     from gpuexec import executor
 
     monkeypatch.setattr(executor, "_READ_AHEAD", {})
-    batches = []
-    real = device_reading.read_many
-    monkeypatch.setattr(device_reading, "read_many",
-                        lambda columns, *a: batches.append(len(columns)) or real(columns, *a))
+    batches = _record_batches(monkeypatch)
 
     def task(start, stop, token, touch):
         staged = stage_events(_events(multi, start, stop), "cpu", read_on_device=True,
@@ -368,10 +383,7 @@ def test_read_ahead_keeps_what_tasks_running_side_by_side_learned(multi, monkeyp
     from gpuexec import executor
 
     monkeypatch.setattr(executor, "_READ_AHEAD", {})
-    batches = []
-    real = device_reading.read_many
-    monkeypatch.setattr(device_reading, "read_many",
-                        lambda columns, *a: batches.append(len(columns)) or real(columns, *a))
+    batches = _record_batches(monkeypatch)
 
     def staged(start, stop):
         return stage_events(_events(multi, start, stop), "cpu", read_on_device=True,
@@ -480,10 +492,7 @@ def test_payloads_route_a_batch_by_its_stream_equivalents(multi, monkeypatch):
     """``_payloads`` sends a batch to nvCOMP by its stream equivalents, not its count of
     streams (a stand-in nvCOMP records the calls)."""
     _fake_nvcomp(monkeypatch)
-    called = []
-    real = device_reading._nvcomp_payloads
-    monkeypatch.setattr(device_reading, "_nvcomp_payloads",
-                        lambda *a: called.append(1) or real(*a))
+    called = _record_nvcomp_calls(monkeypatch)
     with uproot.open(multi) as f:
         tree = f["Events"]
         baskets = [b for name in ("Jet_pt", "MET_pt", "nJet")
@@ -562,10 +571,7 @@ def test_a_batch_finding_every_nvcomp_slot_taken_is_inflated_on_the_host(
     _fake_nvcomp(monkeypatch)
     monkeypatch.setattr(device_reading.tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr(device_reading, "_SLOTS", {})
-    called = []
-    real = device_reading._nvcomp_payloads
-    monkeypatch.setattr(device_reading, "_nvcomp_payloads",
-                        lambda *a: called.append(1) or real(*a))
+    called = _record_nvcomp_calls(monkeypatch)
     with uproot.open(multi) as f:
         baskets = device_reading.find_baskets(f["Events"]["Muon_pt"], 0, 9000)
     want, _ = device_reading._payloads(baskets, np, np.asarray)
