@@ -136,8 +136,9 @@ def gpuexec_executor(mode: str, args):
         common["gpu_sync"] = args.gpu_sync
     if mode.startswith("placement:"):  # A/B of one setting in one run: placement:gpu_merge=8
         name, _, value = mode.partition(":")[2].partition("=")
-        common[name] = ast.literal_eval(value)
-        return GPUExecutor(gpu_workers=args.gpu_workers, **common)
+        common.setdefault("gpu_workers", args.gpu_workers)
+        common[name] = ast.literal_eval(value)  # (gpu_workers=16 too)
+        return GPUExecutor(**common)
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
     if mode == "placement-backups":  # copies of straggling tasks
