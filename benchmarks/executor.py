@@ -137,7 +137,7 @@ def gpuexec_executor(mode: str, args):
     if mode.startswith("placement:"):  # A/B of one setting in one run: placement:gpu_merge=8
         name, _, value = mode.partition(":")[2].partition("=")
         common.setdefault("gpu_workers", args.gpu_workers)
-        common[name] = ast.literal_eval(value)  # (gpu_workers=16 too)
+        common[name] = ast.literal_eval(value)  # the variant's setting wins, gpu_workers too
         return GPUExecutor(**common)
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
