@@ -7,6 +7,7 @@ processor reached on the device (by name, with counts), and a cProfile of the co
     python benchmarks/gpu_chunk_profile.py --events 200000 --queries 6,8           # GPU
     python benchmarks/gpu_chunk_profile.py --events 20000 --queries 6 --backend cpu
     python benchmarks/gpu_chunk_profile.py --queries 8,6 --sizes 50000,200000,800000
+    CUDA_LAUNCH_BLOCKING=1 python benchmarks/gpu_chunk_profile.py --queries 8 --sizes 10000,200000
 
 Prints a table and writes ``gpu_chunk_profile.json`` (and the profiles as text) under
 ``--out``.
@@ -101,12 +102,22 @@ def task_costs(number: int, path: str, backend: str, sizes: list[int], reps: int
     """Seconds of one task of each size in ``sizes`` (events from the file's start), as a
     GPU (``backend`` "cuda") or CPU worker runs it, without a profiler: the fastest of
     ``reps`` after a warm-up. What a task costs apart from its events shows as the
-    per-event cost falling with the size."""
+    per-event cost falling with the size.
+
+    Each row also has the query's computation alone on columns already read
+    (``observables`` and ``fill``, fastest of ``reps``: ``compute_read_columns``), its
+    engine calls and launches, and the Python function calls of one such run (a cProfile
+    count, ``python_calls``). Run once more with ``CUDA_LAUNCH_BLOCKING=1`` to bound the
+    kernels' share: every launch then waits for its kernel."""
+    import awkward as ak
+
     import gpuexec.kernels as gk
     from examples.adl import make
+    from examples.adl.queries import ADLQuery
     from gpuexec.executor import _Timings, awkward_messages_on_error, stage_events
 
     proc = make(number)
+    computes = type(proc).observables is not ADLQuery.observables  # not a read-only query
     out = []
     for n in sizes:
         events = _events_of(path, n)
@@ -121,9 +132,29 @@ def task_costs(number: int, path: str, backend: str, sizes: list[int], reps: int
                 with awkward_messages_on_error(backend):
                     proc.process(staged)
                 runs.append((time.perf_counter() - start, timings.read, timings.transfer))
+            row = {}
+            if computes:
+                columns = {k: ak.materialize(v)
+                           for k, v in proc.read(stage_events(events(), backend)).items()}
+                alone = []
+                with awkward_messages_on_error(backend):
+                    for _ in range(reps):
+                        start = time.perf_counter()
+                        proc.fill(n, proc.observables(columns))
+                        alone.append(time.perf_counter() - start)
+                    gk.reset_stats()
+                    prof = cProfile.Profile()
+                    prof.enable()
+                    proc.fill(n, proc.observables(columns))
+                    prof.disable()
+                stats = gk.stats()
+                row = {"compute_read_columns": min(alone), "gk_calls": stats["n_calls"],
+                       "gk_launches": stats["n_launches"],
+                       "python_calls": pstats.Stats(prof).total_calls}
         total, read, transfer = min(runs)
         out.append({"query": number, "backend": backend, "events": n, "seconds": total,
-                    "read": read, "transfer": transfer, "compute": total - read - transfer})
+                    "read": read, "transfer": transfer, "compute": total - read - transfer,
+                    **row})
     return out
 
 
@@ -154,16 +185,24 @@ def main(argv=None) -> int:
                 for q in args.queries.split(",") for r in task_costs(int(q), path, backend, sizes)]
         print(f"inflating with {inflate.in_use()}")
         print(f"{'query':<7}{'backend':<8}{'events':>9}{'total ms':>10}{'read ms':>9}"
-              f"{'h2d ms':>8}{'compute ms':>11}{'us/event':>10}")
+              f"{'h2d ms':>8}{'compute ms':>11}{'us/event':>10}{'alone ms':>10}"
+              f"{'gk calls':>9}{'launches':>9}{'py calls':>9}")
         for r in rows:
+            alone = (f"{1e3 * r['compute_read_columns']:>10.1f}{r['gk_calls']:>9}"
+                     f"{r['gk_launches']:>9}{r['python_calls']:>9}"
+                     if "compute_read_columns" in r else "")
             print(f"Q{r['query']:<6}{r['backend']:<8}{r['events']:>9}{1e3 * r['seconds']:>10.1f}"
                   f"{1e3 * r['read']:>9.1f}{1e3 * r['transfer']:>8.1f}{1e3 * r['compute']:>11.1f}"
-                  f"{1e6 * r['seconds'] / r['events']:>10.2f}")
+                  f"{1e6 * r['seconds'] / r['events']:>10.2f}{alone}")
+        print("alone: the computation on columns already read (observables + fill); "
+              f"CUDA_LAUNCH_BLOCKING={os.environ.get('CUDA_LAUNCH_BLOCKING', 'unset')}")
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         result = {"machine": {"host": platform.node(), "python": platform.python_version(),
                               "cores": os.cpu_count()},
-                  "inflate": inflate.in_use(), "task_costs": rows}
+                  "inflate": inflate.in_use(),
+                  "cuda_launch_blocking": os.environ.get("CUDA_LAUNCH_BLOCKING"),
+                  "task_costs": rows}
         (out / "gpu_task_costs.json").write_text(json.dumps(result, indent=1))
         print("wrote", out / "gpu_task_costs.json")
         return 0
