@@ -1,8 +1,9 @@
 """Where a GPU worker's time goes on one chunk: an ADL query's processor on columns staged
 the way GPUExecutor stages them (``stage_events``: read once, copied to the device once)
-and run the way its GPU tasks run it (``awkward_messages_on_error``), without Dask. For each query: seconds of reading, host-to-device transfer and compute of
-a warm chunk, the kernel engine's calls/launches/hand-offs, the awkward kernels the
-processor reached on the device (by name, with counts), and a cProfile of the compute.
+and run the way its GPU tasks run it (``awkward_messages_on_error``), without Dask. For
+each query: seconds of reading, host-to-device transfer and compute of a warm chunk, the
+kernel engine's calls/launches/hand-offs, the awkward kernels the processor reached on the
+device (by name, with counts), and a cProfile of the compute.
 
     python benchmarks/gpu_chunk_profile.py --events 200000 --queries 6,8           # GPU
     python benchmarks/gpu_chunk_profile.py --events 20000 --queries 6 --backend cpu
@@ -221,7 +222,8 @@ def main(argv=None) -> int:
               f"{r['transfer']:>8.3f}{r['compute']:>10.3f}{r['gk_calls']:>9}{r['gk_launches']:>9}"
               f"{sum(r['awkward_kernels'].values()):>11}")
     for r in rows:
-        print(f"\nQ{r['query']}: awkward kernels {r['awkward_kernels']}; hand-offs {r['gk_handoffs']}")
+        print(f"\nQ{r['query']}: awkward kernels {r['awkward_kernels']}; "
+              f"hand-offs {r['gk_handoffs']}")
         print(f"Q{r['query']}: engine kernels {r['gk_kernels']}")
         print("\n".join(r["profile"]["tottime"].splitlines()[:30 + 8]))
     out = Path(args.out)
