@@ -171,11 +171,11 @@ def task_sweep(streams, sizes, firsts, task_events, repeat: int, gpu: bool) -> l
           f"{'nvcomp ms':>10} {'isal/nvcomp':>11}")
     for row in rows:
         isal, nv = row.get("isal_s"), row.get("nvcomp_s")
-        ratio = f"{isal / nv:10.2f}x" if isal and nv else f"{'-':>11}"
+        isal_ms = f"{1e3 * isal:8.2f}" if isal else "-".rjust(8)
+        nv_ms = f"{1e3 * nv:10.2f}" if nv else "-".rjust(10)
+        ratio = f"{isal / nv:10.2f}x" if isal and nv else "-".rjust(11)
         print(f"{row['task_events']:>11,} {row['streams']:>8} {row['stream_equivalents']:6.1f} "
-              f"{row['inflated_bytes'] / 1e6:7.1f} "
-              f"{(f'{1e3 * isal:8.2f}' if isal else f'{chr(45):>8}')} "
-              f"{(f'{1e3 * nv:10.2f}' if nv else f'{chr(45):>10}')} {ratio}")
+              f"{row['inflated_bytes'] / 1e6:7.1f} {isal_ms} {nv_ms} {ratio}")
     return rows
 
 

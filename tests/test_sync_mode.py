@@ -1,7 +1,7 @@
 """How GPU workers wait for their device (``GPUExecutor(gpu_sync=...)``): the setting
 reaches the GPU workers' environment only, and the kernel runtime applies
 ``$GPUEXEC_GPU_SYNC`` through its binding table before it opens the device, with a
-stand-in table here (tests/gpu/test_gpu_executor.py reads the flag back on the H200)."""
+stand-in table here (tests/gpu/test_gpu_sync.py reads the flag back on the H200)."""
 
 from __future__ import annotations
 
