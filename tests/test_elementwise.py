@@ -174,6 +174,14 @@ def test_outer_arrays_broadcast_into_the_lists_natively(layout, data):
             got = _ours(fn, *args)
             assert gk.stats()["n_handoffs"] == 0, gk.stats()["handoff_reasons"]
             _agree(got, _by_awkward(fn, *args))
+    # several outer arrays in one call (one broadcast index per depth, shared): distinct
+    # values, and on lists of lists one array of each depth
+    others = [ak.Array(rng.integers(-3, 4, size=len(arr)))] + outers[1:]
+    for other in others:
+        args = (outers[0], arr, other)
+        got = _ours(lambda e, x, f: x * e - f, *args)
+        assert gk.stats()["n_handoffs"] == 0, gk.stats()["handoff_reasons"]
+        _agree(got, _by_awkward(lambda e, x, f: x * e - f, *args))
 
 
 def test_flat_arrays_and_empty_lists():

@@ -327,3 +327,63 @@ def test_a_remembered_selection_still_checks_its_lists():
     assert_same(gk.filter(good, mask), good[mask])
     with pytest.raises(ValueError, match="exceeds the length of the content"):
         gk.filter(bad, mask)
+
+
+def _pairs_of(offsets):
+    """Columns of one collection (one offsets buffer) and the members of their pairs."""
+    columns = [ak.Array(ak.contents.ListOffsetArray(offsets, ak.contents.NumpyArray(
+        np.arange(6, dtype=dtype) * 1.5))) for dtype in (np.float32, np.float64, np.int32)]
+    pairs = ak.argcombinations(columns[0], 2, axis=1)
+    return columns, pairs["0"], pairs["1"]
+
+
+def test_columns_of_one_collection_taken_at_one_index_share_its_positions():
+    """The members of pairs of several columns that share their offsets: the index's
+    positions are worked out once per index (not per column), and every result is
+    awkward's. Another index over the same lists is worked out anew."""
+    offsets = ak.index.Index64(np.array([0, 3, 3, 5, 6], dtype=np.int64))
+    columns, first, second = _pairs_of(offsets)
+    with gk.counting() as seen:
+        got = [gk.take(c, i) for i in (first, second) for c in columns]
+    assert seen["kernels"].get("local_to_global") == 2, seen["kernels"]
+    for (i, c), g in zip([(i, c) for i in (first, second) for c in columns], got):
+        assert_same(g, c[i])
+    flipped = ak.values_astype(2 - second, np.int64)  # same lists, other values
+    with gk.counting() as seen:
+        assert_same(gk.take(columns[1], flipped), columns[1][flipped])
+    assert seen["kernels"].get("local_to_global") == 1, seen["kernels"]
+
+
+def test_a_remembered_pick_still_checks_the_array_and_goes_with_its_buffers():
+    """A second array sharing the offsets but over a content too short for them raises
+    although the positions were remembered; the memo forgets with the buffers."""
+    import gc
+
+    from gpuexec.kernels.api import indexing as I
+
+    gc.collect()
+    before = len(I._picks._entries)
+    offsets = ak.index.Index64(np.array([0, 2, 4], dtype=np.int64))
+    good = ak.Array(ak.contents.ListOffsetArray(offsets, ak.contents.NumpyArray(np.arange(4.0))))
+    bad = ak.Array(ak.contents.ListOffsetArray(offsets, ak.contents.NumpyArray(np.arange(3.0))),
+                   check_valid=False)
+    index = ak.Array([[1, 0], [1]])
+    assert_same(gk.take(good, index), good[index])
+    assert len(I._picks._entries) == before + 1
+    with pytest.raises(ValueError, match="exceeds the length of the content"):
+        gk.take(bad, index)
+    del good, bad, index, offsets
+    gc.collect()
+    assert len(I._picks._entries) == before
+
+
+def test_an_index_out_of_its_list_is_not_remembered():
+    from gpuexec.kernels.api import indexing as I
+
+    column = ak.Array([[1.0, 2.0], [3.0]])
+    index = ak.Array([[0, 1], [1]])
+    for _ in range(2):  # the second call raises too: nothing was remembered
+        with pytest.raises(IndexError):
+            gk.take(column, index)
+    assert I._picks.get(column.layout.offsets.data, index.layout.offsets.data,
+                        index.layout.content.data) is None

@@ -578,16 +578,19 @@ def items_at(structure: Structure, depth: int) -> int:
     return level[2] if level[0] == "regular" else level[1].shape[0] - 1
 
 
-def broadcast_down(values, structure: Structure, depth: int, backend):
-    """``values``, one per item at ``depth`` of ``structure``'s var lists, repeated for
-    every item below, down to one per number (awkward's broadcast of an outer array into
-    lists)."""
+def broadcast_index(structure: Structure, depth: int, backend):
+    """For every number of ``structure``, the position of the item at ``depth`` of its
+    var lists that holds it: ``values[index]`` repeats one value per such item down to
+    one per number (awkward's broadcast of an outer array into lists). One index serves
+    every outer argument of a call."""
     nplike = backend.nplike
+    index = None
     for d in range(depth, len(structure.levels)):
         ends = structure.levels[d][1][1:]
         below = nplike.arange(items_at(structure, d + 1), dtype=np.int64)
-        values = values[nplike.searchsorted(ends, below, side="right")]
-    return values
+        parent = nplike.searchsorted(ends, below, side="right")
+        index = parent if index is None else index[parent]
+    return index
 
 
 def rebuild(levels, leaf: Content, parameters=None) -> Content:

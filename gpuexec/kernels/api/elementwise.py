@@ -95,9 +95,13 @@ def _outer_arrays_broadcast(structures, positions, template, call_args, backend)
     if any(node._parameters for s in structures for node in s.nodes):
         raise NotNative("parameters on arrays of different depths")
     depth = len(template.levels)
+    indexes = {}  # outer depth -> its broadcast index, shared by the arguments of that depth
     for i, s in zip(positions, structures):
         if len(s.levels) < depth:
-            call_args[i] = L.broadcast_down(s.values, template, len(s.levels), backend)
+            outer = len(s.levels)
+            if outer not in indexes:
+                indexes[outer] = L.broadcast_index(template, outer, backend)
+            call_args[i] = s.values[indexes[outer]]
 
 
 def _no_behavior_names(structure) -> None:

@@ -50,6 +50,8 @@ def take(array, index, *, backend):
     regular = _regular_index(idx)
     if regular is not None:
         return wrap(_take_numpy_style(layout, idx.length, *regular, backend), array)
+    if _plain_pick(layout, idx):
+        return wrap(_pick_lists(layout, idx, backend), array)
     return wrap(_jagged(layout, idx, backend, "index", _pick), array)
 
 
@@ -260,6 +262,13 @@ def _jagged(node, idx, backend, name, leaf_fn):
 
 def _pick(xs, xt, xcontent, is_, it, ioff, icontent, backend, name):
     """Innermost level of a jagged integer index: local -> global positions."""
+    return _picked(xcontent, *_pick_positions(xs, xt, is_, it, ioff, icontent, backend, name),
+                   backend)
+
+
+def _pick_positions(xs, xt, is_, it, ioff, icontent, backend, name):
+    """(offsets of the result, positions in the array's content, valid or None) of a
+    jagged integer index's innermost level; raises for an index out of its list."""
     offsets, icontent = L.runs(is_, it, ioff, icontent, backend)
     if isinstance(icontent, C.EmptyArray):  # lists of no type: nothing to pick
         values, valid = backend.nplike.zeros(0, dtype=np.int64), None
@@ -272,11 +281,54 @@ def _pick(xs, xt, xcontent, is_, it, ioff, icontent, backend, name):
         positions, n_bad = backend.kernel("missing_repeat")(xs, xt, offsets, values, valid)
     if n_bad:
         validate.jagged_index_failed(xs, xt, offsets, values, valid, name)
+    return offsets, positions, valid
+
+
+def _picked(xcontent, offsets, positions, valid, backend):
     if valid is None:
         content = L.carry(xcontent, positions, backend)
     else:
         content = L.carry_option(xcontent, positions, backend)
     return C.ListOffsetArray(ak.index.Index64(offsets), content)
+
+
+# (array offsets, index offsets, index values) -> what _pick_positions gave for them: a
+# processor takes several columns of one collection (which share their offsets) at one
+# index, such as the members of pairs; the positions, their kernel and its host sync (the
+# count of bad indices) are then worked out once
+_picks = WeakMemo()
+
+
+def _plain_pick(layout, idx) -> bool:
+    """Whether ``layout[idx]`` is a list-offset array at one level of integer index
+    lists (no None, no strings): the case ``_pick_lists`` remembers."""
+    return (isinstance(layout, C.ListOffsetArray) and isinstance(idx, C.ListOffsetArray)
+            and isinstance(idx.content, C.NumpyArray) and idx.content.dtype.kind in "iu"
+            and len(idx.content.inner_shape) == 0
+            and not L.is_stringlike(layout) and not L.is_stringlike(idx))
+
+
+def _pick_lists(layout, idx, backend):
+    """``_jagged(layout, idx, ..., _pick)`` for ``_plain_pick``'s case, with the positions
+    remembered per buffers."""
+    buffers = (L.index64(backend, layout.offsets), L.index64(backend, idx.offsets),
+               L.leaf_values(idx.content, backend))
+    found = _picks.get(*buffers)
+    if found is None:
+        x = L.list_bounds(layout, backend)
+        i = L.list_bounds(idx, backend, where="index")
+        validate.same_length(layout.length, idx.length, "index")
+        offsets, positions, valid = _pick_positions(x.starts, x.stops, i.starts, i.stops,
+                                                    i.offsets, i.content, backend, "index")
+        # the result's offsets are often the index's own: kept as "same", since a value
+        # holding one of its keys would keep the entry alive for ever
+        found = (None if offsets is buffers[1] else offsets, positions, valid)
+        _picks.put(found, *buffers)
+    else:  # the array's offsets against its own content (another may share them)
+        validate.offsets(buffers[0], layout.content.length)
+    offsets, positions, valid = found
+    return _picked(layout.content, buffers[1] if offsets is None else offsets, positions,
+                   valid, backend)
 
 
 def _select(xs, xt, xcontent, ms, mt, moff, mcontent, backend, name):
