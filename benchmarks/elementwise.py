@@ -5,8 +5,8 @@ of the lists per ufunc), side by side in one run, on every backend this machine 
 The inputs are NanoAOD-like lepton columns (pt, eta, phi, mass; Poisson(2) leptons per
 event), four separate arrays with equal offsets in separate buffers, as columns filtered
 one by one arrive. Two expressions of the ADL queries: the four-vectors
-(``kinematics._p4``: 4 inputs, 4 outputs, 15 ufuncs) and the mass of the sum of two of
-them (``_add`` + ``_mass`` on 8 components). Each result is checked against awkward's
+(``kinematics.p4_values``: 4 inputs, 4 outputs, 15 ufuncs) and the mass of the sum of two of
+them (``add_values`` + ``mass_values`` on 8 components). Each result is checked against awkward's
 before timing (bit for bit on the host; within 1e-12 relative on a GPU).
 
     python benchmarks/elementwise.py [--events 2000,50000,1000000] [--json out.json]
@@ -65,7 +65,7 @@ def median_ms(fn, sync, calls: int) -> float:
 
 
 def _pair_mass(*components):
-    return kin._mass(*kin._add(*components))
+    return kin.mass_values(*kin.add_values(*components))
 
 
 def _same(got, want, backend: str) -> None:
@@ -84,10 +84,10 @@ def run(backend: str, n_events: int, calls: int) -> list[dict]:
     cols = [ak.to_backend(c, backend) for c in columns(n_events)]
     sync = _sync(backend)
     # two four-vectors per list, as takes of one pair index give them (one offsets buffer)
-    p4 = gk.elementwise(kin._p4, *cols)
+    p4 = gk.elementwise(kin.p4_values, *cols)
     second = gk.elementwise(lambda *c: tuple(x * 0.5 for x in c), *p4)
     cases = {
-        "p4 (4 in, 4 out)": (kin._p4, cols),
+        "p4 (4 in, 4 out)": (kin.p4_values, cols),
         "pair mass (8 in)": (_pair_mass, list(p4) + list(second)),
     }
     rows = []

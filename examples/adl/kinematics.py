@@ -7,6 +7,9 @@ call: its ufuncs run on the flat values of lists that share one structure (awkwa
 would broadcast the lists again for every ufunc, which dominated a GPU task's time),
 and on awkward's route, with the same result, where the arguments' lists differ. A
 four-vector is a tuple ``(px, py, pz, e)``.
+
+The ``*_values`` functions are the same math on flat values (numpy or CuPy arrays): a
+query composes several of them into one ``gk.elementwise`` call.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ def f64(x):
     return np.float64(x)
 
 
-def _p4(pt, eta, phi, mass):
+def p4_values(pt, eta, phi, mass):
     pt, eta, phi, mass = f64(pt), f64(eta), f64(phi), f64(mass)
     px = pt * np.cos(phi)
     py = pt * np.sin(phi)
@@ -35,7 +38,7 @@ def _p4(pt, eta, phi, mass):
     return px, py, pz, e
 
 
-def _add(*components):
+def add_values(*components):
     """The component-wise sum of four-vectors passed as their components, in turn."""
     total = components[:4]
     for i in range(4, len(components), 4):
@@ -43,55 +46,55 @@ def _add(*components):
     return total
 
 
-def _mass(px, py, pz, e):
+def mass_values(px, py, pz, e):
     m2 = e * e - (px * px + py * py + pz * pz)
     return np.sqrt(np.maximum(m2, 0.0))
 
 
-def _pt(px, py, pz, e):
+def pt_values(px, py, pz, e):
     return np.sqrt(px * px + py * py)
 
 
-def _delta_phi(phi1, phi2):
+def delta_phi_values(phi1, phi2):
     return np.mod(f64(phi1) - f64(phi2) + np.pi, 2 * np.pi) - np.pi
 
 
-def _delta_r(eta1, phi1, eta2, phi2):
+def delta_r_values(eta1, phi1, eta2, phi2):
     deta = f64(eta1) - f64(eta2)
-    dphi = _delta_phi(phi1, phi2)
+    dphi = delta_phi_values(phi1, phi2)
     return np.sqrt(deta * deta + dphi * dphi)
 
 
-def _transverse_mass(pt1, phi1, pt2, phi2):
+def transverse_mass_values(pt1, phi1, pt2, phi2):
     return np.sqrt(2.0 * f64(pt1) * f64(pt2) * (1.0 - np.cos(f64(phi1) - f64(phi2))))
 
 
 def p4(pt, eta, phi, mass):
-    return gk.elementwise(_p4, pt, eta, phi, mass)
+    return gk.elementwise(p4_values, pt, eta, phi, mass)
 
 
 def add(*vectors):
     """Component-wise sum, left to right."""
-    return gk.elementwise(_add, *(c for v in vectors for c in v))
+    return gk.elementwise(add_values, *(c for v in vectors for c in v))
 
 
 def mass(v):
-    return gk.elementwise(_mass, *v)
+    return gk.elementwise(mass_values, *v)
 
 
 def pt(v):
-    return gk.elementwise(_pt, *v)
+    return gk.elementwise(pt_values, *v)
 
 
 def delta_phi(phi1, phi2):
     """phi1 - phi2 wrapped into [-pi, pi)."""
-    return gk.elementwise(_delta_phi, phi1, phi2)
+    return gk.elementwise(delta_phi_values, phi1, phi2)
 
 
 def delta_r(eta1, phi1, eta2, phi2):
-    return gk.elementwise(_delta_r, eta1, phi1, eta2, phi2)
+    return gk.elementwise(delta_r_values, eta1, phi1, eta2, phi2)
 
 
 def transverse_mass(pt1, phi1, pt2, phi2):
     """Transverse mass of two massless objects (MET and a lepton)."""
-    return gk.elementwise(_transverse_mass, pt1, phi1, pt2, phi2)
+    return gk.elementwise(transverse_mass_values, pt1, phi1, pt2, phi2)

@@ -209,36 +209,40 @@ class Q8(ADLQuery):
 
     # Leptons are ordered electrons first, then muons: ties (in |m - 91.2| or in pT)
     # go to the electron, as an arg-min/arg-max over the concatenated list would.
+    # A GPU task's time here is the fixed cost of each engine call, not the events, so
+    # the query makes few calls: a pair or lepton that does not qualify gets inf/-inf in
+    # the math instead of being filtered out, several steps share one elementwise call,
+    # and a pair's two lepton indices travel as one integer.
 
     @staticmethod
     def _best_pair(cols, flavour):
         """Per event: |m - 91.2| of the opposite-charge pair of ``flavour`` closest to
-        the Z mass (inf where none) and the local indices of its two leptons (-1)."""
+        the Z mass (inf where none) and that pair (``_packed`` local indices; only
+        meaningful where the distance is finite)."""
         pairs = gk.argcombinations(cols[f"{flavour}.pt"], 2, axis=1)
         first, second = pairs["0"], pairs["1"]
-        charge = cols[f"{flavour}.charge"]
-        opposite = _opposite(gk.take(charge, first), gk.take(charge, second))
-        leptons = _p4(cols, flavour)
-        m = kin.mass(kin.add(_take(leptons, first), _take(leptons, second)))
-        distance = gk.filter(gk.elementwise(lambda m: np.abs(m - Z_MASS), m), opposite)
-        first, second = gk.filter(first, opposite), gk.filter(second, opposite)
+        leptons = _p4(cols, flavour) + (cols[f"{flavour}.charge"],)
+        members = [gk.take(x, slot) for slot in (first, second) for x in leptons]
+        distance, packed = gk.elementwise(
+            lambda *x: (_z_distance(*x[:10]), _packed(*x[10:])), *members, first, second)
         best = gk.argmin(distance, axis=1, keepdims=True)
-        return (gk.fill_none(_firsts(distance, best), np.inf),
-                gk.fill_none(_firsts(first, best), -1),
-                gk.fill_none(_firsts(second, best), -1))
+        return (gk.min(distance, axis=1, mask_identity=False),
+                gk.fill_none(_firsts(packed, best), -1))
 
     @staticmethod
-    def _leading_outside(cols, flavour, used_first, used_second):
-        """Per event: pT and phi of the highest-pT lepton of ``flavour`` that is not at
-        local index ``used_first``/``used_second`` (-inf and 0 where none is left)."""
-        index = gk.local_index(cols[f"{flavour}.pt"], axis=1)
-        free = gk.elementwise(lambda i, a, b: (i != a) & (i != b),
-                              index, used_first, used_second)
-        pt = gk.filter(cols[f"{flavour}.pt"], free)
-        phi = gk.filter(cols[f"{flavour}.phi"], free)
-        lead = gk.argmax(pt, axis=1, keepdims=True)
-        return (gk.fill_none(kin.f64(_firsts(pt, lead)), -np.inf),
-                gk.fill_none(kin.f64(_firsts(phi, lead)), 0.0))
+    def _leading_outside(cols, flavour, pair_is_ee, ee, pair):
+        """Per event: pT (float64) and phi of the highest-pT lepton of ``flavour`` that
+        is not in the chosen pair (``pair`` where ``pair_is_ee == ee``); pT -inf where
+        none is left."""
+        pt = cols[f"{flavour}.pt"]
+        free = gk.elementwise(
+            lambda i, is_ee, pair: (is_ee != ee) | _not_in(i, pair),
+            gk.local_index(pt, axis=1), pair_is_ee, pair)
+        free_pt = gk.elementwise(lambda free, pt: np.where(free, pt.astype(np.float64), -np.inf),
+                                 free, pt)
+        lead = gk.argmax(free_pt, axis=1, keepdims=True)
+        return (gk.max(free_pt, axis=1, mask_identity=False),
+                gk.fill_none(_firsts(cols[f"{flavour}.phi"], lead), 0.0))
 
     def observables(self, cols):
         three = gk.elementwise(lambda n_e, n_mu: n_e + n_mu >= 3,
@@ -246,20 +250,41 @@ class Q8(ADLQuery):
                                gk.num(cols["Muon.pt"], axis=1))
         cols = {name: gk.filter(array, three) for name, array in cols.items()}
 
-        e_dist, e_first, e_second = self._best_pair(cols, "Electron")
-        mu_dist, mu_first, mu_second = self._best_pair(cols, "Muon")
+        e_dist, e_pair = self._best_pair(cols, "Electron")
+        mu_dist, mu_pair = self._best_pair(cols, "Muon")
         pair_is_ee, has_pair = gk.elementwise(lambda e, mu: (e <= mu, np.minimum(e, mu) < np.inf),
                                               e_dist, mu_dist)
+        e_pt, e_phi = self._leading_outside(cols, "Electron", pair_is_ee, True, e_pair)
+        mu_pt, mu_phi = self._leading_outside(cols, "Muon", pair_is_ee, False, mu_pair)
+        mt = gk.elementwise(_mt_of_third, cols["MET.pt"], cols["MET.phi"],
+                            e_pt, e_phi, mu_pt, mu_phi)
+        return {"mt": gk.filter(mt, has_pair)}
 
-        e_pt, e_phi = self._leading_outside(cols, "Electron", gk.where(pair_is_ee, e_first, -1),
-                                            gk.where(pair_is_ee, e_second, -1))
-        mu_pt, mu_phi = self._leading_outside(cols, "Muon", gk.where(pair_is_ee, -1, mu_first),
-                                              gk.where(pair_is_ee, -1, mu_second))
-        third_is_e = gk.elementwise(np.greater_equal, e_pt, mu_pt)
-        lep_pt = gk.filter(gk.where(third_is_e, e_pt, mu_pt), has_pair)
-        lep_phi = gk.filter(gk.where(third_is_e, e_phi, mu_phi), has_pair)
-        met_pt, met_phi = (gk.filter(cols[f"MET.{f}"], has_pair) for f in ("pt", "phi"))
-        return {"mt": kin.transverse_mass(met_pt, met_phi, lep_pt, lep_phi)}
+
+def _packed(first, second):
+    """On flat values: two local indices (int64, below 2**31) as one int64."""
+    return (first << 32) | second
+
+
+def _not_in(index, pair):
+    """On flat values: whether each local index is neither of the ``_packed`` pair's two
+    (-1, no pair, unpacks to two indices no list has)."""
+    return (index != (pair >> 32)) & (index != (pair & 0xFFFFFFFF))
+
+
+def _z_distance(px1, py1, pz1, e1, charge1, px2, py2, pz2, e2, charge2):
+    """On flat values: |m - 91.2| of each lepton pair (four-vectors and charges), inf
+    where the charges are not opposite."""
+    m = kin.mass_values(*kin.add_values(px1, py1, pz1, e1, px2, py2, pz2, e2))
+    return np.where(charge1 * charge2 < 0, np.abs(m - Z_MASS), np.inf)
+
+
+def _mt_of_third(met_pt, met_phi, e_pt, e_phi, mu_pt, mu_phi):
+    """On flat values: mT of MET and the third lepton, the electron where its pT is not
+    below the muon's."""
+    third_is_e = e_pt >= mu_pt
+    return kin.transverse_mass_values(met_pt, met_phi, np.where(third_is_e, e_pt, mu_pt),
+                                      np.where(third_is_e, e_phi, mu_phi))
 
 
 QUERIES: dict[int, type[ADLQuery]] = {q.number: q for q in (Q1, Q2, Q3, Q4, Q5, Q6, Q7, Q8)}
