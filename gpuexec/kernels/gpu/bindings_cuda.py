@@ -47,14 +47,19 @@ def _driver() -> None:
         _initialised = True
 
 
+def _device(ordinal: int):
+    """The driver's handle of device ``ordinal`` (the driver initialised first)."""
+    _driver()
+    return _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
+
+
 def init(ordinal: int) -> None:
     """Initialise the driver and make the device's primary context (the one CuPy uses)
     current in this thread."""
     _driver()
     ctx = _contexts.get(ordinal)
     if ctx is None:
-        dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
-        ctx = _check(_drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        ctx = _check(_drv.cuDevicePrimaryCtxRetain(_device(ordinal)), "cuDevicePrimaryCtxRetain")
         _contexts[ordinal] = ctx
     _check(_drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
 
@@ -67,23 +72,21 @@ def set_sync(ordinal: int, mode: str) -> None:
     """How a host thread waits for the device (``runtime.SYNC_MODES``): the primary
     context's scheduling flag, which CUDA lets a process change while the context is
     active."""
-    _driver()
-    dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    dev = _device(ordinal)
     flag = getattr(_drv.CUctx_flags, _SYNC[mode])
     _check(_drv.cuDevicePrimaryCtxSetFlags(dev, int(flag)), "cuDevicePrimaryCtxSetFlags")
 
 
 def sync_mode(ordinal: int) -> str:
     """The primary context's scheduling flag, as a ``set_sync`` mode."""
-    _driver()
-    dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    dev = _device(ordinal)
     flags, _active = _check(_drv.cuDevicePrimaryCtxGetState(dev), "cuDevicePrimaryCtxGetState")
     sched = int(flags) & int(_drv.CUctx_flags.CU_CTX_SCHED_MASK)
     return next(m for m, f in _SYNC.items() if int(getattr(_drv.CUctx_flags, f)) == sched)
 
 
 def device_properties(ordinal: int) -> dict:
-    dev = _check(_drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    dev = _device(ordinal)
     A = _drv.CUdevice_attribute
 
     def attr(a):
