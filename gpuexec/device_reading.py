@@ -33,6 +33,7 @@ import os
 import struct
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,13 @@ NVCOMP_MIN_STREAMS = 32
 # of a host (lock files, ``_DeviceSlots``); a batch that finds none free is inflated on
 # the host. 0: no limit.
 NVCOMP_SLOTS = 4
+# Seconds a batch that finds every slot taken waits for one before the host inflates it
+# (0: the host at once). Four calls at once already use up nvCOMP's throughput on the
+# H200 (Q8: 22-30 ms per call with four processes, 100-138 ms with twelve), so a slot
+# frees several times while one host core inflates a batch (80-118 ms there); about one
+# host inflation's time. Executor A/B there, medians of 3 in turns: Q8 0.304 s against
+# 0.349, Q6 0.434 against 0.493 (benchmarks/results/executor_nvcomp_wait_s27_h200.*).
+NVCOMP_WAIT = 0.1
 
 
 class Unsupported(Exception):
@@ -324,6 +332,10 @@ def _payloads(baskets: list[Basket], xp, copy):
     slot = None
     if all_zlib and inflater(xp, streams) == "nvcomp":
         slot = _nvcomp_slot(xp)  # None: nvCOMP is busy with other batches; the host does it
+        deadline = time.perf_counter() + NVCOMP_WAIT
+        while slot is None and time.perf_counter() < deadline:
+            time.sleep(0.001)
+            slot = _nvcomp_slot(xp)
     if slot is None:
         decompressors = _host_decompressors()
         parts = [_host_payload(b, decompressors) for b in baskets]

@@ -580,7 +580,7 @@ class _Task:
                  report_runs: bool = False, inflate: str = "auto", report_starts: bool = False,
                  read_on_device: bool = False, cpu_direct_read: bool = False,
                  read_ahead: bool = False, nvcomp_min_streams: int | None = None,
-                 nvcomp_slots: int | None = None):
+                 nvcomp_slots: int | None = None, nvcomp_wait: float | None = None):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         # device_reading's threshold, set in the worker on every task (a worker keeps the
         # last call's otherwise); None: this process's value, the module's default
@@ -588,6 +588,7 @@ class _Task:
                                    if nvcomp_min_streams is None else nvcomp_min_streams)
         self.nvcomp_slots = (device_reading.NVCOMP_SLOTS if nvcomp_slots is None
                              else nvcomp_slots)
+        self.nvcomp_wait = device_reading.NVCOMP_WAIT if nvcomp_wait is None else nvcomp_wait
         # names the processor on the workers, whose direct reads learn its columns
         self.read_ahead = processor_token(self.function) if read_ahead else None
         self.compression = compression
@@ -651,6 +652,7 @@ class _Task:
             _use_inflate(self.inflate)
             device_reading.NVCOMP_MIN_STREAMS = self.nvcomp_min_streams  # (process-wide)
             device_reading.NVCOMP_SLOTS = self.nvcomp_slots
+            device_reading.NVCOMP_WAIT = self.nvcomp_wait
             with gk.using(self.backends[pool]):
                 out = self._call(item, pool, timings)
         except _Skip as skip:
@@ -1030,6 +1032,9 @@ class GPUExecutor(ExecutorBase):
             host (nvCOMP calls from many processes stop overlapping: on the H200, twelve at
             once took about ten times as long as one). None keeps
             ``gpuexec.device_reading.NVCOMP_SLOTS`` (4); 0: no limit.
+        nvcomp_wait: seconds a batch that finds every nvCOMP slot taken waits for one
+            before the host inflates it; None keeps ``gpuexec.device_reading.NVCOMP_WAIT``
+            (0.1; 0: the host at once).
     """
 
     client: Any = None
@@ -1061,6 +1066,7 @@ class GPUExecutor(ExecutorBase):
     read_ahead: bool = True
     nvcomp_min_streams: int | None = None
     nvcomp_slots: int | None = None
+    nvcomp_wait: float | None = None
 
     def __post_init__(self):
         if self.treereduction < 2:
@@ -1077,6 +1083,8 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"nvcomp_min_streams must be >= 1, got {self.nvcomp_min_streams}")
         if self.nvcomp_slots is not None and self.nvcomp_slots < 0:
             raise ValueError(f"nvcomp_slots must be >= 0, got {self.nvcomp_slots}")
+        if self.nvcomp_wait is not None and not self.nvcomp_wait >= 0:
+            raise ValueError(f"nvcomp_wait must be >= 0 seconds, got {self.nvcomp_wait}")
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
         inflater.check(self.inflate)
@@ -1318,7 +1326,7 @@ class GPUExecutor(ExecutorBase):
                      inflate=self.inflate, read_on_device=self.read_on_device,
                      cpu_direct_read=self.cpu_direct_read, read_ahead=self.read_ahead,
                      nvcomp_min_streams=self.nvcomp_min_streams,
-                     nvcomp_slots=self.nvcomp_slots)
+                     nvcomp_slots=self.nvcomp_slots, nvcomp_wait=self.nvcomp_wait)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
         if self.status:

@@ -566,9 +566,10 @@ def test_nvcomp_slots_are_shared_by_the_processes_of_a_host(tmp_path, monkeypatc
 def test_a_batch_finding_every_nvcomp_slot_taken_is_inflated_on_the_host(
         multi, monkeypatch, tmp_path):
     """nvCOMP calls from many processes stop overlapping, so a batch that finds every
-    slot of its device taken is inflated on the host, with the same bytes; with
-    ``NVCOMP_SLOTS`` 0 there is no limit."""
+    slot of its device taken is inflated on the host (at once with ``NVCOMP_WAIT`` 0),
+    with the same bytes; with ``NVCOMP_SLOTS`` 0 there is no limit."""
     _fake_nvcomp(monkeypatch)
+    monkeypatch.setattr(device_reading, "NVCOMP_WAIT", 0.0)
     monkeypatch.setattr(device_reading.tempfile, "gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr(device_reading, "_SLOTS", {})
     called = _record_nvcomp_calls(monkeypatch)
@@ -592,3 +593,41 @@ def test_a_batch_finding_every_nvcomp_slot_taken_is_inflated_on_the_host(
     called.clear()
     device_reading._payloads(baskets, _FakeCupy(), np.asarray)
     assert called == [1]  # given back after the call before
+
+
+def test_a_batch_waits_nvcomp_wait_seconds_for_a_slot_before_the_host_takes_it(
+        multi, monkeypatch, tmp_path):
+    """With ``NVCOMP_WAIT`` a batch finding every slot taken waits for one: a slot given
+    back within the wait takes the batch to nvCOMP; none given back, the host inflates it
+    after the wait. The bytes are the same either way."""
+    import threading
+    import time
+
+    _fake_nvcomp(monkeypatch)
+    monkeypatch.setattr(device_reading.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(device_reading, "_SLOTS", {})
+    monkeypatch.setattr(device_reading, "NVCOMP_SLOTS", 1)
+    called = _record_nvcomp_calls(monkeypatch)
+    with uproot.open(multi) as f:
+        baskets = device_reading.find_baskets(f["Events"]["Muon_pt"], 0, 9000)
+    want, _ = device_reading._payloads(baskets, np, np.asarray)
+    device_reading._payloads(baskets, _FakeCupy(), np.asarray)  # makes the device's slots
+    (slots,) = device_reading._SLOTS.values()
+
+    monkeypatch.setattr(device_reading, "NVCOMP_WAIT", 5.0)
+    held = slots.acquire()
+    threading.Timer(0.2, device_reading._DeviceSlots.release, args=(held,)).start()
+    called.clear()
+    start = time.perf_counter()
+    got, _ = device_reading._payloads(baskets, _FakeCupy(), np.asarray)
+    assert called == [1] and np.array_equal(got, want)  # nvCOMP, once the slot was free
+    assert 0.15 < time.perf_counter() - start < 4.0
+
+    monkeypatch.setattr(device_reading, "NVCOMP_WAIT", 0.2)
+    held = slots.acquire()  # never given back within the wait
+    called.clear()
+    start = time.perf_counter()
+    got, _ = device_reading._payloads(baskets, _FakeCupy(), np.asarray)
+    assert called == [] and np.array_equal(got, want)  # the host, after the wait
+    assert time.perf_counter() - start >= 0.2
+    device_reading._DeviceSlots.release(held)

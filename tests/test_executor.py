@@ -327,6 +327,10 @@ def test_copies_share_the_report_and_settings():
         GPUExecutor(nvcomp_min_streams=0)
     with pytest.raises(ValueError, match="nvcomp_slots"):
         GPUExecutor(nvcomp_slots=-1)
+    with pytest.raises(ValueError, match="nvcomp_wait"):
+        GPUExecutor(nvcomp_wait=-0.1)
+    with pytest.raises(ValueError, match="nvcomp_wait"):
+        GPUExecutor(nvcomp_wait=float("nan"))
     with pytest.raises(ValueError, match="gpu_sync"):
         GPUExecutor(gpu_sync="sleep")
 
@@ -406,6 +410,26 @@ def test_workers_and_the_client_freeze_their_long_lived_heap(executor):
     executor(list(range(8)), heap_frozen, None)  # every worker runs a first task
     out, _ = executor(list(range(8)), heap_frozen, None)
     assert out == {"frozen": {True}}
+
+
+def nvcomp_settings(_item):
+    from gpuexec import device_reading
+
+    return {"nvcomp": {(device_reading.NVCOMP_MIN_STREAMS, device_reading.NVCOMP_SLOTS,
+                        device_reading.NVCOMP_WAIT)}}
+
+
+def test_the_nvcomp_settings_reach_every_task(executor):
+    """nvcomp_min_streams, nvcomp_slots and nvcomp_wait are set in the worker for each
+    task (a worker keeps the last call's values otherwise); None keeps the defaults."""
+    from gpuexec import device_reading
+
+    out, _ = executor.copy(nvcomp_min_streams=9, nvcomp_slots=3, nvcomp_wait=0.25)(
+        list(range(8)), nvcomp_settings, None)
+    assert out == {"nvcomp": {(9, 3, 0.25)}}
+    out, _ = executor(list(range(8)), nvcomp_settings, None)
+    assert out == {"nvcomp": {(device_reading.NVCOMP_MIN_STREAMS, device_reading.NVCOMP_SLOTS,
+                               device_reading.NVCOMP_WAIT)}}
 
 
 def test_preprocessing_through_the_executor_gives_coffeas_chunks(executor):
