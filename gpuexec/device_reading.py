@@ -10,7 +10,7 @@ native ones there, with no per-basket Python of uproot's interpretation. ``read_
 reads several columns as one batch (the executor's read-ahead gives it a task's
 columns). A batch of many streams (``NVCOMP_MIN_STREAMS``) is inflated on the device
 instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed and
-one of the device's ``NVCOMP_SLOTS`` is free. The
+one of the device's ``NVCOMP_SLOTS`` is free (or frees within ``NVCOMP_WAIT``). The
 same code runs with numpy as the array module, which is how it is tested against uproot
 without a GPU.
 
@@ -62,8 +62,8 @@ NVCOMP_MIN_STREAMS = 32
 # 100-138 ms; benchmarks/results/read_contention_s25_h200.*), where the host inflated
 # the same batches in 99-117 / 108-116 / 120-149 ms (a scratch run, docs/executor.md).
 # So at most this many batches per device are on nvCOMP at a time, across the processes
-# of a host (lock files, ``_DeviceSlots``); a batch that finds none free is inflated on
-# the host. 0: no limit.
+# of a host (lock files, ``_DeviceSlots``); a batch that finds none free (after
+# ``NVCOMP_WAIT``) is inflated on the host. 0: no limit.
 NVCOMP_SLOTS = 4
 # Seconds a batch that finds every slot taken waits for one before the host inflates it
 # (0: the host at once). Four calls at once already use up nvCOMP's throughput on the
@@ -331,7 +331,8 @@ def _payloads(baskets: list[Basket], xp, copy):
     streams = stream_equivalents([u for b in baskets for _a, _d, u in b.blocks])
     slot = None
     if all_zlib and inflater(xp, streams) == "nvcomp":
-        slot = _nvcomp_slot(xp)  # None: nvCOMP is busy with other batches; the host does it
+        # None: nvCOMP is busy with other batches; wait a while for a slot, then the host
+        slot = _nvcomp_slot(xp)
         deadline = time.perf_counter() + NVCOMP_WAIT
         while slot is None and time.perf_counter() < deadline:
             time.sleep(0.001)

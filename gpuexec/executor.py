@@ -1028,9 +1028,9 @@ class GPUExecutor(ExecutorBase):
             keeps ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` (32, from a crossover
             measured on the H200).
         nvcomp_slots: how many batches may be on nvCOMP at once per GPU, across the
-            processes of a host; a batch that finds every slot taken is inflated on the
-            host (nvCOMP calls from many processes stop overlapping: on the H200, twelve at
-            once took about ten times as long as one). None keeps
+            processes of a host; a batch that finds every slot taken (for ``nvcomp_wait``)
+            is inflated on the host (nvCOMP calls from many processes stop overlapping: on
+            the H200, twelve at once took about ten times as long as one). None keeps
             ``gpuexec.device_reading.NVCOMP_SLOTS`` (4); 0: no limit.
         nvcomp_wait: seconds a batch that finds every nvCOMP slot taken waits for one
             before the host inflates it; None keeps ``gpuexec.device_reading.NVCOMP_WAIT``
