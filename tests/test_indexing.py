@@ -75,6 +75,13 @@ def test_take_jagged_index(layout, data):
     arr = data.draw(jagged(layout=layout))
     idx = jagged_indices(data.draw, arr)
     assert_same(native(gk.take, arr, idx), arr[idx])
+    node = arr.layout
+    if isinstance(node, C.ListOffsetArray) and isinstance(node.content, C.NumpyArray):
+        # a sibling column over the same offsets, taken at the same index: the remembered
+        # positions, gathered from its own content
+        values = np.arange(node.content.length, dtype=np.float64)[::-1].copy()
+        sibling = ak.Array(C.ListOffsetArray(node.offsets, C.NumpyArray(values)))
+        assert_same(native(gk.take, sibling, idx), sibling[idx])
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
