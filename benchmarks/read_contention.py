@@ -4,7 +4,8 @@ workers of one device do at the start of a run: the seconds of each ``read_many`
 at once and by how the batches are inflated:
 
 - ``slots``: nvCOMP, at most ``device_reading.NVCOMP_SLOTS`` batches at once per device,
-  the others inflated on the host (the default);
+  a batch waiting up to ``NVCOMP_WAIT`` for a slot and then inflated on the host (the
+  default; runs before the twenty-seventh session had no wait);
 - ``unlimited``: nvCOMP for every batch (``NVCOMP_SLOTS`` 0);
 - ``host``: every batch inflated on the host (python-isal).
 
@@ -125,6 +126,7 @@ def main(argv=None) -> int:
     save(args.out, {"machine": machine(), "events": args.events,
                     "basket_entries": args.basket_entries, "task_events": args.task_events,
                     "nvcomp_slots": device_reading.NVCOMP_SLOTS,
+                    "nvcomp_wait": device_reading.NVCOMP_WAIT,
                     "mps_pipe_directory": os.environ.get("CUDA_MPS_PIPE_DIRECTORY"), "rows": rows})
     print("written", args.out)
     return 0

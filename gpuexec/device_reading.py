@@ -241,11 +241,19 @@ class _DeviceSlots:
                 os.close(fd)
             self.files = None
 
-    def acquire(self):
+    def acquire(self, wait: float = 0.0):
         """A slot held (give it to ``release``), True where slots cannot be kept, or None
-        when every slot is taken."""
+        when every slot is still taken after ``wait`` seconds (polled every millisecond)."""
         if self.files is None:
             return True
+        slot = self._try()
+        deadline = time.perf_counter() + wait
+        while slot is None and time.perf_counter() < deadline:
+            time.sleep(0.001)
+            slot = self._try()
+        return slot
+
+    def _try(self):
         for fd, lock in self.files:
             if lock.acquire(blocking=False):
                 try:
@@ -268,8 +276,8 @@ _SLOTS_LOCK = threading.Lock()
 
 
 def _nvcomp_slot(cp):
-    """A slot for one nvCOMP call on the current device (``_DeviceSlots.acquire``), or
-    True when ``NVCOMP_SLOTS`` is 0 (no limit)."""
+    """A slot for one nvCOMP call on the current device (``_DeviceSlots.acquire``, waiting
+    up to ``NVCOMP_WAIT``), or True when ``NVCOMP_SLOTS`` is 0 (no limit)."""
     if NVCOMP_SLOTS <= 0:
         return True
     bus = cp.cuda.Device().pci_bus_id
@@ -277,7 +285,7 @@ def _nvcomp_slot(cp):
         slots = _SLOTS.get((bus, NVCOMP_SLOTS))
         if slots is None:
             slots = _SLOTS[bus, NVCOMP_SLOTS] = _DeviceSlots(bus, NVCOMP_SLOTS)
-    return slots.acquire()
+    return slots.acquire(NVCOMP_WAIT)
 
 
 def stream_equivalents(sizes) -> float:
@@ -331,12 +339,7 @@ def _payloads(baskets: list[Basket], xp, copy):
     streams = stream_equivalents([u for b in baskets for _a, _d, u in b.blocks])
     slot = None
     if all_zlib and inflater(xp, streams) == "nvcomp":
-        # None: nvCOMP is busy with other batches; wait a while for a slot, then the host
-        slot = _nvcomp_slot(xp)
-        deadline = time.perf_counter() + NVCOMP_WAIT
-        while slot is None and time.perf_counter() < deadline:
-            time.sleep(0.001)
-            slot = _nvcomp_slot(xp)
+        slot = _nvcomp_slot(xp)  # None: nvCOMP stayed busy with other batches; the host
     if slot is None:
         decompressors = _host_decompressors()
         parts = [_host_payload(b, decompressors) for b in baskets]

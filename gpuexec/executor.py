@@ -582,13 +582,12 @@ class _Task:
                  read_ahead: bool = False, nvcomp_min_streams: int | None = None,
                  nvcomp_slots: int | None = None, nvcomp_wait: float | None = None):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
-        # device_reading's threshold, set in the worker on every task (a worker keeps the
-        # last call's otherwise); None: this process's value, the module's default
-        self.nvcomp_min_streams = (device_reading.NVCOMP_MIN_STREAMS
-                                   if nvcomp_min_streams is None else nvcomp_min_streams)
-        self.nvcomp_slots = (device_reading.NVCOMP_SLOTS if nvcomp_slots is None
-                             else nvcomp_slots)
-        self.nvcomp_wait = device_reading.NVCOMP_WAIT if nvcomp_wait is None else nvcomp_wait
+        # device_reading's nvCOMP settings, set in the worker on every task (a worker keeps
+        # the last call's otherwise); None: this process's value, the module's default
+        self.reading = {name: getattr(device_reading, name) if value is None else value
+                        for name, value in (("NVCOMP_MIN_STREAMS", nvcomp_min_streams),
+                                            ("NVCOMP_SLOTS", nvcomp_slots),
+                                            ("NVCOMP_WAIT", nvcomp_wait))}
         # names the processor on the workers, whose direct reads learn its columns
         self.read_ahead = processor_token(self.function) if read_ahead else None
         self.compression = compression
@@ -650,9 +649,8 @@ class _Task:
         start = time.perf_counter()
         try:
             _use_inflate(self.inflate)
-            device_reading.NVCOMP_MIN_STREAMS = self.nvcomp_min_streams  # (process-wide)
-            device_reading.NVCOMP_SLOTS = self.nvcomp_slots
-            device_reading.NVCOMP_WAIT = self.nvcomp_wait
+            for name, value in self.reading.items():  # (process-wide)
+                setattr(device_reading, name, value)
             with gk.using(self.backends[pool]):
                 out = self._call(item, pool, timings)
         except _Skip as skip:

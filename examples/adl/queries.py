@@ -238,6 +238,8 @@ class Q8(ADLQuery):
         free = gk.elementwise(
             lambda i, is_ee, pair: (is_ee != ee) | _not_in(i, pair),
             gk.local_index(pt, axis=1), pair_is_ee, pair)
+        # a second call: pt carries NanoAOD's parameters, and event-level arrays broadcast
+        # natively only into lists without them
         free_pt = gk.elementwise(lambda free, pt: np.where(free, pt.astype(np.float64), -np.inf),
                                  free, pt)
         lead = gk.argmax(free_pt, axis=1, keepdims=True)
