@@ -59,6 +59,7 @@ from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
 from gpuexec import device_reading
 from gpuexec import inflate as inflater
+from gpuexec import open_files as kept_files
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.heap import freeze_once
 from gpuexec.scheduler.placement import BACKUP_TICK, straggler_end
@@ -255,6 +256,15 @@ def _unwrap_runner_retries(function):
         skip_on = (OSError,) if skipbadfiles is True else tuple(skipbadfiles or ())
         return work, int(retries), skip_on
     return function, None, ()
+
+
+def _kept_open(work, kept: int):
+    """Runner's work function ``work`` run by ``open_files.work_function`` with ``kept``
+    files open per worker thread; ``work`` itself for 0 or any other function."""
+    if kept and isinstance(work, functools.partial) and work.func is Runner._work_function:
+        return functools.partial(kept_files.work_function, *work.args,
+                                 **dict(work.keywords, kept=kept))
+    return work
 
 
 def _runner_processor(work):
@@ -580,8 +590,11 @@ class _Task:
                  report_runs: bool = False, inflate: str = "auto", report_starts: bool = False,
                  read_on_device: bool = False, cpu_direct_read: bool = False,
                  read_ahead: bool = False, nvcomp_min_streams: int | None = None,
-                 nvcomp_slots: int | None = None, nvcomp_wait: float | None = None):
+                 nvcomp_slots: int | None = None, nvcomp_wait: float | None = None,
+                 open_files: int = 0):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
+        # what every pool runs: Runner's work function on files kept open (open_files)
+        self.base = _kept_open(self.function, open_files)
         # device_reading's nvCOMP settings, set in the worker on every task (a worker keeps
         # the last call's otherwise); None: this process's value, the module's default
         self.reading = {name: getattr(device_reading, name) if value is None else value
@@ -612,13 +625,13 @@ class _Task:
             # host columns: the processor runs on coffea's events unchanged (staging on the
             # host only adds a rebuild of the events; its reads are then not timed apart),
             # and coffea unpickles it itself
-            return self.function
+            return self.base
         proc = _runner_processor(self.function)
         if proc is None:
-            return self.function
+            return self.base
         staged = _StagedProcessor(proc, ak_backend, timings, direct, self.read_ahead)
-        return functools.partial(self.function.func, *self.function.args,
-                                 **dict(self.function.keywords, processor_instance=staged))
+        return functools.partial(self.base.func, *self.base.args,
+                                 **dict(self.base.keywords, processor_instance=staged))
 
     def _call(self, item, pool: str, timings: _Timings):
         work = self._work(pool, timings)
@@ -1033,6 +1046,10 @@ class GPUExecutor(ExecutorBase):
         nvcomp_wait: seconds a batch that finds every nvCOMP slot taken waits for one
             before the host inflates it; None keeps ``gpuexec.device_reading.NVCOMP_WAIT``
             (0.1; 0: the host at once).
+        open_files: ROOT files each worker thread keeps open between chunks (default
+            4; 0: each chunk opens its file, as coffea's executors do): a chunk of a kept
+            file starts from its tree's metadata, which uproot otherwise reads and
+            deserializes for every chunk (``gpuexec.open_files``).
     """
 
     client: Any = None
@@ -1065,6 +1082,7 @@ class GPUExecutor(ExecutorBase):
     nvcomp_min_streams: int | None = None
     nvcomp_slots: int | None = None
     nvcomp_wait: float | None = None
+    open_files: int = kept_files.KEPT
 
     def __post_init__(self):
         if self.treereduction < 2:
@@ -1083,6 +1101,8 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"nvcomp_slots must be >= 0, got {self.nvcomp_slots}")
         if self.nvcomp_wait is not None and not self.nvcomp_wait >= 0:
             raise ValueError(f"nvcomp_wait must be >= 0 seconds, got {self.nvcomp_wait}")
+        if self.open_files < 0:
+            raise ValueError(f"open_files must be >= 0, got {self.open_files}")
         if self.window <= 0 or self.gpu_merge < 1:
             raise ValueError("window must be > 0 and gpu_merge >= 1")
         inflater.check(self.inflate)
@@ -1244,6 +1264,12 @@ class GPUExecutor(ExecutorBase):
         ledger = plugins.install(client)
         return client, ledger
 
+    def close_files(self) -> int:
+        """Close the ROOT files the cluster's workers keep open (``open_files``), e.g.
+        after rewriting one in place; returns how many were open."""
+        client, _ledger = self._connect()
+        return sum(client.run(kept_files.close_all).values())
+
     def close(self) -> None:
         """Close the embedded cluster (shared with every executor of the same settings);
         a client passed in is left to its owner."""
@@ -1324,7 +1350,8 @@ class GPUExecutor(ExecutorBase):
                      inflate=self.inflate, read_on_device=self.read_on_device,
                      cpu_direct_read=self.cpu_direct_read, read_ahead=self.read_ahead,
                      nvcomp_min_streams=self.nvcomp_min_streams,
-                     nvcomp_slots=self.nvcomp_slots, nvcomp_wait=self.nvcomp_wait)
+                     nvcomp_slots=self.nvcomp_slots, nvcomp_wait=self.nvcomp_wait,
+                     open_files=self.open_files)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
         if self.status:

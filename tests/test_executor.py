@@ -331,6 +331,8 @@ def test_copies_share_the_report_and_settings():
         GPUExecutor(nvcomp_wait=-0.1)
     with pytest.raises(ValueError, match="nvcomp_wait"):
         GPUExecutor(nvcomp_wait=float("nan"))
+    with pytest.raises(ValueError, match="open_files"):
+        GPUExecutor(open_files=-2)
     with pytest.raises(ValueError, match="gpu_sync"):
         GPUExecutor(gpu_sync="sleep")
 
@@ -350,6 +352,9 @@ def test_runner_matches_iterative_on_real_samples(executor, reference):
     assert sum(run.units for run in proc.runs) == 280
     assert {run.worker for run in proc.runs} <= {"cpu-0", "cpu-1"}
     assert "nano_tt_v15.root[100:200]" in {run.label.split(":", 1)[1] for run in proc.runs}
+    # the workers keep the files they read open (open_files), and close them on request
+    assert 3 <= executor.close_files() <= 3 * 2
+    assert executor.close_files() == 0
 
 
 def test_one_cpu_pool_submits_every_chunk_at_once(executor, reference, monkeypatch):

@@ -1,0 +1,205 @@
+"""gpuexec.open_files: Runner's work function on files kept open per worker thread gives
+Runner's results, opens each file once, and drops a file that changed or failed."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import threading
+
+import awkward as ak
+import numpy as np
+import pytest
+import uproot
+from coffea import processor
+from coffea.nanoevents import NanoAODSchema
+
+from gpuexec import open_files
+from gpuexec.executor import GPUExecutor, _kept_open, _unwrap_runner_retries
+
+SAMPLES = os.path.join(os.path.dirname(__file__), "..", "data", "samples")
+DY = os.path.abspath(os.path.join(SAMPLES, "nano_dy.root"))
+TT = os.path.abspath(os.path.join(SAMPLES, "nano_tt_v15.root"))
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+class MuonSums(processor.ProcessorABC):
+    def process(self, events):
+        if getattr(self, "fail", False):
+            raise RuntimeError("the processor failed")
+        pt = events.Muon.pt
+        return {"events": len(events), "muons": int(ak.sum(ak.num(pt))),
+                "pt": float(ak.sum(pt)), "counts": ak.to_list(ak.num(pt))}
+
+    def postprocess(self, accumulator):
+        return accumulator
+
+
+_captured: dict = {}
+
+
+class _Capture(processor.IterativeExecutor):
+    """Keeps the WorkItems and the work function Runner hands its executor (a copy of it)."""
+
+    def __call__(self, items, function, accumulator):
+        _captured.update(items=list(items), function=function)
+        return accumulator, 0
+
+
+def _runner_work(paths, chunksize, **runner_options):
+    """(WorkItems, Runner's work function) for ``paths``, as GPUExecutor's tasks get them
+    (Runner's retries taken off: the executor retries itself)."""
+    capture = _Capture()
+    runner = processor.Runner(executor=capture, pre_executor=processor.IterativeExecutor(),
+                              chunksize=chunksize, schema=NanoAODSchema, metadata_cache={},
+                              **runner_options)
+    _captured.clear()
+    with pytest.raises(ValueError, match="No chunks returned results"):  # (none ran)
+        runner({"s": list(paths)}, MuonSums(), treename="Events")
+    work, _retries, _skip = _unwrap_runner_retries(_captured["function"])
+    return _captured["items"], work
+
+
+@pytest.fixture(autouse=True)
+def _fresh_thread_files():
+    open_files.close_all()
+    yield
+    open_files.close_all()
+
+
+@pytest.fixture
+def opens(monkeypatch):
+    """The paths uproot.open was called with, in order."""
+    seen = []
+    original = uproot.open
+
+    def counting(path, *args, **kwargs):
+        seen.append(next(iter(path)) if isinstance(path, dict) else path)
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(uproot, "open", counting)
+    return seen
+
+
+def test_kept_files_give_runners_results_and_open_each_file_once(opens):
+    items, work = _runner_work([DY, TT], 20)
+    items = items[:4]  # (each chunk of these real NanoAOD trees takes 0.3-1.5 s here)
+    opens.clear()  # (the preprocessing's)
+    assert [i.filename for i in items] == [DY, DY, TT, TT]
+    want = [work(item) for item in items]
+    assert len(opens) == len(items)  # coffea's own: one open per chunk
+    opens.clear()
+    kept = _kept_open(work, 4)
+    got = [kept(item) for item in items]
+    assert got == want  # values, event counts, the processed WorkItems
+    assert opens == [DY, TT]  # items run file by file: each file opened once
+    assert sum(g["out"]["events"] for g in got) == 40 + 40
+
+
+def test_the_last_files_stay_open_and_the_others_close(opens):
+    items, work = _runner_work([DY, TT], 20)
+    dy, tt = [i for i in items if i.filename == DY], [i for i in items if i.filename == TT]
+    opens.clear()
+    run = _kept_open(work, 1)
+    run(dy[0])
+    (first,) = open_files._kept_files().values()
+    run(tt[0])
+    assert first.closed  # evicted: one file kept
+    run(dy[1])
+    assert opens == [DY, TT, DY]
+    run2 = _kept_open(work, 2)
+    run2(tt[1])
+    run2(dy[0])
+    assert opens == [DY, TT, DY, TT] and len(open_files._kept_files()) == 2
+
+
+def test_a_file_whose_uuid_changed_is_opened_again(opens, tmp_path):
+    path = str(tmp_path / "sample.root")
+    shutil.copy(DY, path)
+    items, work = _runner_work([path], 40)
+    opens.clear()
+    run = _kept_open(work, 4)
+    run(items[0])
+    (first,) = open_files._kept_files().values()
+    shutil.copy(TT, path + ".new")
+    os.replace(path + ".new", path)  # rewritten after preprocessing
+    (again,), _ = _runner_work([path], 200)
+    del opens[1:]
+    assert again.fileuuid != items[0].fileuuid
+    out = run(again)
+    assert out["out"]["events"] == 200 and first.closed
+    assert opens == [path, path]
+
+
+def test_a_kept_file_keeps_no_arrays_so_a_second_read_reads_again():
+    items, work = _runner_work([DY], 40)
+    run = _kept_open(work, 4)
+    run(items[0])
+    (directory,) = open_files._kept_files().values()
+    assert directory.file.array_cache is None
+    before = directory.file.source.num_requested_bytes
+    assert run(items[0]) == work(items[0])
+    assert directory.file.source.num_requested_bytes > before
+
+
+def test_a_failing_chunk_says_what_runner_says_and_drops_its_file(opens, tmp_path):
+    items, work = _runner_work([DY], 20)
+    opens.clear()
+    run = _kept_open(work, 4)
+    failing = MuonSums()
+    failing.fail = True
+    with pytest.raises(Exception, match=r"Failed processing file: WorkItem\(dataset='s'"):
+        run.func(*run.args, items[0], **dict(run.keywords, processor_instance=failing))
+    assert not open_files._kept_files()
+    run(items[1])
+    assert opens == [DY, DY]  # opened again after the failure
+    bad = str(tmp_path / "bad.root")
+    with open(bad, "wb") as f:
+        f.write(b"not a ROOT file" * 100)
+    broken = dataclasses.replace(items[0], filename=bad)
+    open_files.close_all()
+    with pytest.raises(Exception, match="Failed to open file: WorkItem.*bad.root"):
+        run(broken)
+    assert not open_files._kept_files()
+
+
+def test_work_kept_open_gives_what_runner_gives_for_metrics_and_compressed_processors():
+    items, work = _runner_work([DY], 20, savemetrics=True)
+    out = _kept_open(work, 4)(items[0])  # saved metrics: Runner's own function
+    assert set(out) == {"out", "metrics", "processed"} and not open_files._kept_files()
+    items, work = _runner_work([DY], 20, processor_compression=1)
+    assert isinstance(work.keywords["processor_instance"], bytes)
+    assert _kept_open(work, 4)(items[1]) == work(items[1])
+    assert len(open_files._kept_files()) == 1
+
+
+def test_each_thread_keeps_its_own_files():
+    items, work = _runner_work([DY], 40)
+    run = _kept_open(work, 4)
+    run(items[0])
+    mine = list(open_files._kept_files().values())
+    theirs = []
+
+    def other():
+        run(items[0])
+        theirs.extend(open_files._kept_files().values())
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(theirs) == 1 and theirs[0] is not mine[0]
+    assert list(open_files._kept_files().values()) == mine  # this thread's untouched
+    assert open_files.close_all() == 2  # both threads' files
+    assert theirs[0].closed and mine[0].closed and not open_files._kept_files()
+
+
+def test_the_executor_setting_is_checked_and_zero_keeps_runners_function():
+    with pytest.raises(ValueError, match="open_files must be >= 0, got -1"):
+        GPUExecutor(open_files=-1)
+    _, work = _runner_work([DY], 40)
+    assert _kept_open(work, 0) is work
+    assert _kept_open(len, 4) is len  # any other function runs as it is
+    assert _kept_open(work, 3).keywords["kept"] == 3
+    assert np.isfinite(GPUExecutor().open_files)
