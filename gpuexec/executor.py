@@ -939,8 +939,8 @@ class GPUExecutor(ExecutorBase):
             shared by all executors with the same settings, closed by ``close()``, the
             ``with`` block or at interpreter exit.
         gpu_workers: GPU workers of the embedded cluster, pinned round robin to the
-            visible GPUs (0: none). Default: on NVIDIA with MPS (``gpu_share``), three
-            quarters of each GPU's share of the cores (12 on a 16-core, one-GPU host: one
+            visible GPUs (0: none). Default: on NVIDIA with MPS (``gpu_share``), seven
+            eighths of each GPU's share of the cores (14 on a 16-core, one-GPU host: one
             Python process cannot keep a GPU busy; measured figures in
             ``devices.shared_gpu_workers``); otherwise one per GPU. Without a GPU: CPU workers
             only (said once).

@@ -202,12 +202,13 @@ def test_cli_shows_the_default_split_with_mps(capsys, monkeypatch):
     monkeypatch.setattr(mps, "available", lambda: True)
     assert dv.main([]) == 0
     out = capsys.readouterr().out
-    assert "12 single-thread GPU workers per GPU" in out
-    assert "12 GPU worker(s) x 1 thread(s); 4 CPU worker(s)" in out
+    assert "14 single-thread GPU workers per GPU" in out
+    assert "14 GPU worker(s) x 1 thread(s); 2 CPU worker(s)" in out
     monkeypatch.setattr(mps, "available", lambda: False)
     assert dv.main([]) == 0
     assert "1 GPU worker(s) x 2 thread(s); 14 CPU worker(s)" in capsys.readouterr().out
-    assert dv.shared_gpu_workers(64, 8) == 6 and dv.shared_gpu_workers(2, 4) == 1
+    assert dv.shared_gpu_workers(64, 8) == 7 and dv.shared_gpu_workers(2, 4) == 1
+    assert dv.shared_gpu_workers(16, 1) == 14 and dv.shared_gpu_workers(128, 8) == 14
 
 
 # ------------------------------------------------------------ deploy/start_workers.py
