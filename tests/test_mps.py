@@ -210,10 +210,10 @@ def _default_pools(monkeypatch, devices, cores=16, **kwargs) -> dict:
 def test_default_pools_put_several_gpu_workers_on_a_device_only_with_mps(fake_control,
                                                                         monkeypatch):
     one = [_Device("GPU-a")]
-    # MPS available: 3/4 of the cores drive the GPU, one thread each; the rest CPU workers
-    assert _default_pools(monkeypatch, one) == {"gpu": (12, 1), "cpu": (4, 1), "sharing": "mps"}
+    # MPS available: 7/8 of the cores drive the GPU, one thread each; the rest CPU workers
+    assert _default_pools(monkeypatch, one) == {"gpu": (14, 1), "cpu": (2, 1), "sharing": "mps"}
     assert _default_pools(monkeypatch, [_Device("GPU-a"), _Device("GPU-b")], cores=64) \
-        == {"gpu": (48, 1), "cpu": (16, 1), "sharing": "mps"}
+        == {"gpu": (56, 1), "cpu": (8, 1), "sharing": "mps"}
     # told not to share, or an AMD device (not measured): one worker per device, 2 threads
     assert _default_pools(monkeypatch, one, gpu_share="none") \
         == {"gpu": (1, 2), "cpu": (14, 1), "sharing": "none"}

@@ -80,11 +80,18 @@ def resolve(columns: Iterable[str], has: Callable[[str, str], bool]) -> dict[str
 def from_events(events, columns: Iterable[str]) -> dict:
     """``{logical name: array}`` read from NanoEvents (any NanoAOD-like schema)."""
     top = set(events.fields)
+    collections: dict = {}  # each collection looked up once (a NanoEvents lookup builds
+    #                         its record array with behaviors: ~0.1 ms of Python each)
 
-    def has(collection, field):
-        return collection in top and field in events[collection].fields
+    def collection(name):
+        if name not in collections:
+            collections[name] = events[name]
+        return collections[name]
 
-    return {name: events[c][f] for name, (c, f) in resolve(columns, has).items()}
+    def has(name, field):
+        return name in top and field in collection(name).fields
+
+    return {name: collection(c)[f] for name, (c, f) in resolve(columns, has).items()}
 
 
 def branch_names(columns: Iterable[str], branches: Iterable[str]) -> dict[str, str]:
