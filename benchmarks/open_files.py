@@ -1,0 +1,133 @@
+"""What a chunk costs before its processor reads a byte: coffea Runner's work function
+(which opens the chunk's file and builds its NanoEvents) against GPUExecutor's, which
+keeps the file open in the worker thread (``gpuexec.open_files``), side by side in one
+process, on the real CMS NanoAOD samples in data/samples (thousands of branches) and on a
+generated NanoAOD-like file (24 branches, the executor benchmark's).
+
+    .venv/bin/python benchmarks/open_files.py [--reps 5] [--out benchmarks/results]
+
+The processor touches one column (``len(events.Muon.pt)``), so the time is opening the
+file, reading the tree's metadata and building the events. Per file: the median and
+fastest seconds per chunk of each function over ``--reps`` turns (the two take turns,
+each turn every chunk of the file once, after a warm-up turn), and their ratio. Prints a
+table and writes ``open_files.json`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from coffea import processor  # noqa: E402
+from coffea.nanoevents import NanoAODSchema  # noqa: E402
+
+
+class OneColumn(processor.ProcessorABC):
+    def process(self, events):
+        return {"events": len(events.Muon.pt)}
+
+    def postprocess(self, accumulator):
+        return accumulator
+
+
+_captured: dict = {}
+
+
+class _Capture(processor.IterativeExecutor):
+    """Keeps the WorkItems and work function Runner hands its executor."""
+
+    def __call__(self, items, function, accumulator):
+        _captured.update(items=list(items), function=function)
+        return accumulator, 0
+
+
+def work_of(path: str, chunksize: int):
+    """(WorkItems of ``path``, Runner's work function without its retry wrapper)."""
+    from gpuexec.executor import _unwrap_runner_retries
+
+    runner = processor.Runner(executor=_Capture(), pre_executor=processor.IterativeExecutor(),
+                              chunksize=chunksize, schema=NanoAODSchema, metadata_cache={})
+    _captured.clear()
+    try:
+        runner({"sample": [path]}, OneColumn(), treename="Events")
+    except ValueError:  # "No chunks returned results": the capture runs none
+        pass
+    return _captured["items"], _unwrap_runner_retries(_captured["function"])[0]
+
+
+def measure(path: str, chunksize: int, reps: int) -> dict:
+    from gpuexec import open_files
+    from gpuexec.executor import _kept_open
+
+    items, coffea_work = work_of(path, chunksize)
+    kept_work = _kept_open(coffea_work, open_files.KEPT)
+    functions = {"coffea": coffea_work, "kept open": kept_work}
+    seconds = {name: [] for name in functions}
+    for turn in range(reps + 1):
+        for name, work in functions.items():
+            open_files.close_all()  # each turn opens the file once, as a new run does
+            for item in items:
+                start = time.perf_counter()
+                out = work(item)
+                took = time.perf_counter() - start
+                assert out["out"]["events"] == item.entrystop - item.entrystart
+                if turn:  # the first turn warms imports and caches
+                    seconds[name].append(took)
+    open_files.close_all()
+    import uproot
+
+    with uproot.open(path) as f:
+        branches = len(f["Events"].keys())
+    row = {"file": os.path.basename(path), "branches": branches, "chunks": len(items),
+           "events_per_chunk": chunksize}
+    for name, values in seconds.items():
+        row[name] = {"median_s": statistics.median(values), "min_s": min(values)}
+    row["ratio_median"] = row["coffea"]["median_s"] / row["kept open"]["median_s"]
+    return row
+
+
+def main(argv=None) -> int:
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"))
+    args = ap.parse_args(argv)
+    from benchmarks.executor import machine
+    from examples.make_sample import write_sample
+
+    samples = os.path.join(ROOT, "data", "samples")
+    with tempfile.TemporaryDirectory() as tmp:
+        generated = write_sample(os.path.join(tmp, "generated.root"), 200_000,
+                                 compression="zlib:1", basket_entries=10_000)
+        cases = [(os.path.join(samples, "nano_tt_v15.root"), 50),
+                 (os.path.join(samples, "nano_dy.root"), 10),
+                 (generated, 50_000)]
+        rows = [measure(path, chunksize, args.reps) for path, chunksize in cases]
+    print(f"{'file':<20} {'branches':>8} {'chunks':>6} {'coffea ms':>10} {'kept ms':>9} "
+          f"{'ratio':>6}  (medians; fastest coffea / kept)")
+    for r in rows:
+        print(f"{r['file']:<20} {r['branches']:>8} {r['chunks']:>6} "
+              f"{1e3 * r['coffea']['median_s']:>10.1f} {1e3 * r['kept open']['median_s']:>9.1f} "
+              f"{r['ratio_median']:>5.2f}x  ({1e3 * r['coffea']['min_s']:.1f} / "
+              f"{1e3 * r['kept open']['min_s']:.1f})")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "open_files.json")
+    with open(path, "w") as f:
+        json.dump({"machine": machine(), "python": platform.python_version(),
+                   "reps": args.reps, "rows": rows}, f, indent=1)
+    print(f"written {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
