@@ -1049,7 +1049,8 @@ class GPUExecutor(ExecutorBase):
         open_files: ROOT files each worker thread keeps open between chunks (default
             4; 0: each chunk opens its file, as coffea's executors do): a chunk of a kept
             file starts from its tree's metadata, which uproot otherwise reads and
-            deserializes for every chunk (``gpuexec.open_files``).
+            deserializes for every chunk (``gpuexec.open_files``; about 25 MB per kept
+            file of a 2656-branch NanoAOD tree). ``close_files()`` closes them.
     """
 
     client: Any = None

@@ -2,19 +2,23 @@
 
 ``Runner._work_function`` opens a chunk's file with ``uproot.open`` and closes it when
 the chunk is done, so every chunk deserializes the tree's metadata (its TTree and TBranch
-objects) again before reading a byte of data: 4.4 ms of the 8.9 ms that NanoEvents of a
-24-branch generated file take per chunk on the development VM, 14 ms under a profiler on
-the H200 host, where a GPU task of ADL Q8 takes about 90 ms (docs/executor.md); a real
-NanoAOD tree has over a thousand branches. ``work_function`` does what Runner's does for
-ROOT files read into NanoEvents, on a file that stays open in the worker thread: uproot
-keeps the tree in that file's object cache, so the next chunk of the file starts from it.
+objects) again before reading a byte of data. ``work_function`` does what Runner's does
+for ROOT files read into NanoEvents, on a file that stays open in the worker thread:
+uproot keeps the tree in that file's object cache, so the next chunk of the file starts
+from it. What a chunk costs before its processor reads (benchmarks/open_files.py, this
+VM): 1.82 s with Runner's function against 0.53 s kept open for the 2656-branch NanoAOD
+sample in data/samples, 16.7 against 7.5 ms for a 24-branch generated file; on the H200
+host a GPU task of ADL Q8 spent 14 ms (under a profiler) of about 90 ms deserializing the
+generated file's tree (docs/executor.md).
 
 A kept file is opened without uproot's array cache (``array_cache=None`` unless the
 Runner's ``uproot_options`` name one): arrays of a file open for many chunks would
 otherwise stay in memory (up to 100 MB per file) and a chunk read twice, as a retry, would
 not be read again. A file whose UUID is no longer the chunk's (rewritten since the
-Runner's preprocessing) is opened again. Everything else (parquet, checkpoints, saved
-metrics, dataframes, a processor sent as Dask heavy input) runs Runner's own function.
+Runner's preprocessing) is opened again, and so is one whose chunk failed. A kept file
+costs memory: about 25 MB for the 2656-branch sample (its tree's objects, this VM).
+Everything else (parquet, checkpoints, saved metrics, dataframes, a processor sent as Dask
+heavy input) runs Runner's own function.
 """
 
 from __future__ import annotations
