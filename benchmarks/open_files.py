@@ -44,24 +44,28 @@ _captured: dict = {}
 
 
 class _Capture(processor.IterativeExecutor):
-    """Keeps the WorkItems and work function Runner hands its executor."""
+    """Keeps the WorkItems and the work function Runner hands its executor (a copy of it)."""
 
     def __call__(self, items, function, accumulator):
         _captured.update(items=list(items), function=function)
         return accumulator, 0
 
 
-def work_of(path: str, chunksize: int):
-    """(WorkItems of ``path``, Runner's work function without its retry wrapper)."""
+def work_of(paths: list, chunksize: int, processor_instance=None, **runner_options):
+    """(WorkItems of ``paths``, Runner's work function for ``processor_instance``, default
+    ``OneColumn``), as GPUExecutor's tasks get them: without Runner's retry wrapper (the
+    executor retries itself). Runner raises once its executor returns, having run none."""
     from gpuexec.executor import _unwrap_runner_retries
 
     runner = processor.Runner(executor=_Capture(), pre_executor=processor.IterativeExecutor(),
-                              chunksize=chunksize, schema=NanoAODSchema, metadata_cache={})
+                              chunksize=chunksize, schema=NanoAODSchema, metadata_cache={},
+                              **runner_options)
     _captured.clear()
     try:
-        runner({"sample": [path]}, OneColumn(), treename="Events")
-    except ValueError:  # "No chunks returned results": the capture runs none
-        pass
+        runner({"sample": list(paths)}, processor_instance or OneColumn(), treename="Events")
+    except ValueError as err:
+        if "No chunks returned results" not in str(err):
+            raise
     return _captured["items"], _unwrap_runner_retries(_captured["function"])[0]
 
 
@@ -69,7 +73,7 @@ def measure(path: str, chunksize: int, reps: int) -> dict:
     from gpuexec import open_files
     from gpuexec.executor import _kept_open
 
-    items, coffea_work = work_of(path, chunksize)
+    items, coffea_work = work_of([path], chunksize)
     kept_work = _kept_open(coffea_work, open_files.KEPT)
     functions = {"coffea": coffea_work, "kept open": kept_work}
     seconds = {name: [] for name in functions}

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import uproot
 from coffea import processor
-from coffea.nanoevents import NanoAODSchema
 
+from benchmarks.open_files import work_of
 from gpuexec import open_files
-from gpuexec.executor import GPUExecutor, _kept_open, _unwrap_runner_retries
+from gpuexec.executor import GPUExecutor, _kept_open
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "data", "samples")
 DY = os.path.abspath(os.path.join(SAMPLES, "nano_dy.root"))
@@ -37,29 +37,9 @@ class MuonSums(processor.ProcessorABC):
         return accumulator
 
 
-_captured: dict = {}
-
-
-class _Capture(processor.IterativeExecutor):
-    """Keeps the WorkItems and the work function Runner hands its executor (a copy of it)."""
-
-    def __call__(self, items, function, accumulator):
-        _captured.update(items=list(items), function=function)
-        return accumulator, 0
-
-
 def _runner_work(paths, chunksize, **runner_options):
-    """(WorkItems, Runner's work function) for ``paths``, as GPUExecutor's tasks get them
-    (Runner's retries taken off: the executor retries itself)."""
-    capture = _Capture()
-    runner = processor.Runner(executor=capture, pre_executor=processor.IterativeExecutor(),
-                              chunksize=chunksize, schema=NanoAODSchema, metadata_cache={},
-                              **runner_options)
-    _captured.clear()
-    with pytest.raises(ValueError, match="No chunks returned results"):  # (none ran)
-        runner({"s": list(paths)}, MuonSums(), treename="Events")
-    work, _retries, _skip = _unwrap_runner_retries(_captured["function"])
-    return _captured["items"], work
+    """(WorkItems, Runner's work function for ``MuonSums``) for ``paths``."""
+    return work_of(paths, chunksize, MuonSums(), **runner_options)
 
 
 @pytest.fixture(autouse=True)
@@ -150,7 +130,7 @@ def test_a_failing_chunk_says_what_runner_says_and_drops_its_file(opens, tmp_pat
     run = _kept_open(work, 4)
     failing = MuonSums()
     failing.fail = True
-    with pytest.raises(Exception, match=r"Failed processing file: WorkItem\(dataset='s'"):
+    with pytest.raises(Exception, match=r"Failed processing file: WorkItem\(dataset='sample'"):
         run.func(*run.args, items[0], **dict(run.keywords, processor_instance=failing))
     assert not open_files._kept_files()
     run(items[1])
