@@ -20,7 +20,7 @@ from gpuexec.executor import GPUExecutor, _kept_open
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "data", "samples")
 DY = os.path.abspath(os.path.join(SAMPLES, "nano_dy.root"))
-TT = os.path.abspath(os.path.join(SAMPLES, "nano_tt_v15.root"))
+DIMUON = os.path.abspath(os.path.join(SAMPLES, "nano_dimuon.root"))
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -64,35 +64,34 @@ def opens(monkeypatch):
 
 
 def test_kept_files_give_runners_results_and_open_each_file_once(opens):
-    items, work = _runner_work([DY, TT], 20)
-    items = items[:4]  # (each chunk of these real NanoAOD trees takes 0.3-1.5 s here)
+    items, work = _runner_work([DY, DIMUON], 20)  # (real NanoAOD: 0.3-0.9 s a chunk)
     opens.clear()  # (the preprocessing's)
-    assert [i.filename for i in items] == [DY, DY, TT, TT]
+    assert [i.filename for i in items] == [DY, DY, DIMUON, DIMUON]
     want = [work(item) for item in items]
     assert len(opens) == len(items)  # coffea's own: one open per chunk
     opens.clear()
     kept = _kept_open(work, 4)
     got = [kept(item) for item in items]
     assert got == want  # values, event counts, the processed WorkItems
-    assert opens == [DY, TT]  # items run file by file: each file opened once
+    assert opens == [DY, DIMUON]  # items run file by file: each file opened once
     assert sum(g["out"]["events"] for g in got) == 40 + 40
 
 
 def test_the_last_files_stay_open_and_the_others_close(opens):
-    items, work = _runner_work([DY, TT], 20)
-    dy, tt = [i for i in items if i.filename == DY], [i for i in items if i.filename == TT]
+    items, work = _runner_work([DY, DIMUON], 20)
+    dy, mu = [i for i in items if i.filename == DY], [i for i in items if i.filename == DIMUON]
     opens.clear()
     run = _kept_open(work, 1)
     run(dy[0])
     (first,) = open_files._kept_files().values()
-    run(tt[0])
+    run(mu[0])
     assert first.closed  # evicted: one file kept
     run(dy[1])
-    assert opens == [DY, TT, DY]
+    assert opens == [DY, DIMUON, DY]
     run2 = _kept_open(work, 2)
-    run2(tt[1])
+    run2(mu[1])
     run2(dy[0])
-    assert opens == [DY, TT, DY, TT] and len(open_files._kept_files()) == 2
+    assert opens == [DY, DIMUON, DY, DIMUON] and len(open_files._kept_files()) == 2
 
 
 def test_a_file_whose_uuid_changed_is_opened_again(opens, tmp_path):
@@ -103,14 +102,15 @@ def test_a_file_whose_uuid_changed_is_opened_again(opens, tmp_path):
     run = _kept_open(work, 4)
     run(items[0])
     (first,) = open_files._kept_files().values()
-    shutil.copy(TT, path + ".new")
+    shutil.copy(DIMUON, path + ".new")
     os.replace(path + ".new", path)  # rewritten after preprocessing
-    (again,), _ = _runner_work([path], 200)
+    (again,), _ = _runner_work([path], 40)
     del opens[1:]
     assert again.fileuuid != items[0].fileuuid
     out = run(again)
-    assert out["out"]["events"] == 200 and first.closed
+    assert out["out"]["events"] == 40 and first.closed
     assert opens == [path, path]
+    assert out == work(again)  # the new file's results
 
 
 def test_a_kept_file_keeps_no_arrays_so_a_second_read_reads_again():
