@@ -272,12 +272,7 @@ def _runner_processor(work):
     processor_instance=...)``), or None for any other function."""
     if (isinstance(work, functools.partial) and work.func is Runner._work_function
             and "processor_instance" in work.keywords):
-        proc = work.keywords["processor_instance"]
-        if isinstance(proc, (bytes, bytearray)):  # Runner(processor_compression=...)
-            import cloudpickle
-            import lz4.frame
-
-            proc = cloudpickle.loads(lz4.frame.decompress(proc))
+        proc = kept_files.unpacked(work.keywords["processor_instance"])
         return proc if callable(proc) or hasattr(proc, "process") else None
     return None
 

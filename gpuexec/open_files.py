@@ -28,6 +28,8 @@ import uuid
 from collections import OrderedDict
 
 import uproot
+from coffea.nanoevents import NanoEventsFactory, schemas
+from coffea.processor import ProcessorABC
 from coffea.processor.executor import Runner
 
 KEPT = 4  # files kept open per worker thread (GPUExecutor's ``open_files``)
@@ -93,10 +95,19 @@ def _forget(directory) -> None:
     _close(directory)
 
 
+def unpacked(processor_instance):
+    """The processor Runner sends its work function: itself, or unpickled where
+    ``Runner(processor_compression=...)`` sent it compressed."""
+    if isinstance(processor_instance, (bytes, bytearray)):
+        import cloudpickle
+        import lz4.frame
+
+        return cloudpickle.loads(lz4.frame.decompress(processor_instance))
+    return processor_instance
+
+
 def _handled(format, schema, use_dataframes, savemetrics, processor_instance,
              checkpointer) -> bool:
-    from coffea.nanoevents import schemas
-
     return (format == "root" and isinstance(schema, type)
             and issubclass(schema, schemas.BaseSchema) and not use_dataframes
             and not savemetrics and checkpointer is None
@@ -113,16 +124,9 @@ def work_function(format, xrootdtimeout, schema, use_dataframes, savemetrics, it
         return Runner._work_function(format, xrootdtimeout, schema, use_dataframes,
                                      savemetrics, item, processor_instance, uproot_options,
                                      iteritems_options, checkpointer, cache_function)
-    from coffea.nanoevents import NanoEventsFactory
-    from coffea.processor import ProcessorABC
-
     uproot_options = dict(uproot_options)
     timeout = uproot_options.pop("timeout", xrootdtimeout)
-    if isinstance(processor_instance, (bytes, bytearray)):  # Runner(processor_compression=)
-        import cloudpickle
-        import lz4.frame
-
-        processor_instance = cloudpickle.loads(lz4.frame.decompress(processor_instance))
+    processor_instance = unpacked(processor_instance)
     metadata = {"dataset": item.dataset, "filename": item.filename,
                 "treename": item.treename, "entrystart": item.entrystart,
                 "entrystop": item.entrystop,
