@@ -647,12 +647,26 @@ class _Task:
                 raise
 
     def __call__(self, item, indices: tuple, pool: str, part_units: tuple) -> _Partial:
-        import gpuexec.kernels as gk
         from gpuexec.scheduler.plugins import pin_task_thread
 
         pin_task_thread()
         if self.report_starts:
             _report_runs(None)  # started: the placement predicts its end from now
+        runs: list = []  # what the end event says ran: nothing where the task failed
+        try:
+            part = self._outcome(item, indices, pool, part_units)
+            runs = part.runs
+            return part
+        finally:
+            # every end is reported, a failure's too: a cancelled copy that failed would
+            # otherwise look busy to the next calls on its worker (_route_around_busy)
+            # until its record is forgotten
+            if self.report_runs:
+                _report_runs(runs)
+
+    def _outcome(self, item, indices: tuple, pool: str, part_units: tuple) -> _Partial:
+        import gpuexec.kernels as gk
+
         timings = _Timings()
         start = time.perf_counter()
         try:
@@ -677,8 +691,6 @@ class _Task:
         units = _units(item, out)
         value, packed = _pack(out, self.compression)
         runs = [(tuple(indices), _worker_name(), units, seconds, timings.read, timings.transfer)]
-        if self.report_runs:
-            _report_runs(runs)
         return _Partial(value, packed, _split_units(indices, part_units, units), [], [], runs)
 
 

@@ -264,8 +264,23 @@ def test_a_chunk_failing_on_the_gpu_pool_is_retried_on_a_cpu_worker(executor, tt
     call = ex.report.processing
     assert call.processed == 200 and call.pools == {"cpu": 10}
     assert call.fallbacks and all("MemoryError" in f.reason for f in call.fallbacks)
-    retried = [d for d in ex.placement.decisions() if d["retried_from"] == "gpu"]
-    assert len(retried) == len(call.fallbacks) and all(d["pool"] == "cpu" for d in retried)
+    assert all(f.from_pool == "gpu" and f.to_pool == "cpu" for f in call.fallbacks)
+    # a chunk whose GPU run failed is run again on the CPU pool, or, where a backup copy
+    # of it already ran there, counts on that copy: one fallback each, never both
+    moved = {f.label for f in call.fallbacks if not f.reason.endswith("running there)")}
+    onto_copy = {f.label for f in call.fallbacks if f.reason.endswith("running there)")}
+    assert len(moved) + len(onto_copy) == len(call.fallbacks)
+    decisions = {_label(d): d for d in ex.placement.decisions()}
+    retried = {k for k, d in decisions.items() if d["retried_from"] == "gpu"}
+    assert retried == moved and all(decisions[k]["pool"] == "cpu" for k in retried)
+    assert all(decisions[k]["pool"] == "gpu" and decisions[k]["backup_pool"] == "cpu"
+               and decisions[k]["taken_from"] == "cpu" for k in onto_copy)
+
+
+def _label(decision) -> str:
+    """A decision's chunk as ``keys.item_label`` names it in reports."""
+    return (f"{decision['dataset']}:{os.path.basename(decision['file'])}"
+            f"[{decision['entrystart']}:{decision['entrystop']}]")
 
 
 def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
@@ -281,7 +296,8 @@ def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     out = runner(slow, chunksize=10)(fileset, SlowOnGPU(2.0), treename="Events")
     assert entries(out) == 200
     slow_gpu = slow.report.processing.pools.get("gpu", 0)
-    assert slow_gpu < fast_gpu, (fast_gpu, slow_gpu)
+    assert slow_gpu < fast_gpu, (fast_gpu, slow_gpu, fast.report.processing.busy_at_start,
+                                 [(d["pool"], d["reason"]) for d in fast.placement.decisions()])
     # measured slow, the GPU pool is never chosen as the faster one: only while unmeasured,
     # or as an idle slot that finishes a chunk before the run's predicted end
     reasons = {d["reason"] for d in slow.placement.decisions() if d["pool"] == "gpu"}
@@ -468,6 +484,36 @@ def test_a_task_bound_strictly_is_resubmitted_when_its_workers_leave():
     loop.in_flight["cpu-kept"] = _Submitted((0,), "cpu", future, ("tcp://a", "tcp://b"))
     loop._watch_bound()  # one of its workers is alive: it stays
     assert not loop.cancels and "cpu-kept" in loop.in_flight
+
+
+def test_a_task_reports_its_end_whatever_its_outcome(monkeypatch):
+    """Start and end events for every task: a cancelled copy that failed and sent no end
+    kept its worker busy for the next calls on the cluster (their tasks went around it:
+    the next run here put no chunk on the only GPU worker)."""
+    from coffea.processor.executor import WorkItem
+
+    from gpuexec import executor as E
+
+    sent = []
+    monkeypatch.setattr(E, "_report_runs", sent.append)
+    item = WorkItem("TT", TT, "Events", 0, 20, b"", None)
+
+    def task_of(result):
+        def work(_item):
+            if isinstance(result, Exception):
+                raise result
+            return result
+        return E._Task(work, None, {"cpu": "cpu"}, report_runs=True, report_starts=True)
+
+    with pytest.raises(E.ChunkError, match="MemoryError"):
+        task_of(MemoryError("device out of memory"))(item, (3,), "cpu", (20,))
+    assert sent == [None, []]
+    sent.clear()
+    assert task_of(None)(item, (3,), "cpu", (20,)).counts == {}  # coffea's own skip
+    assert sent == [None, []]
+    sent.clear()
+    part = task_of({"out": 1})(item, (3,), "cpu", (20,))
+    assert part.counts == {3: 20} and sent == [None, part.runs] and part.runs[0][0] == (3,)
 
 
 def test_tasks_go_around_a_worker_an_earlier_cancelled_copy_still_occupies():
