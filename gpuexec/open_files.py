@@ -2,40 +2,56 @@
 
 ``Runner._work_function`` opens a chunk's file with ``uproot.open`` and closes it when
 the chunk is done, so every chunk deserializes the tree's metadata (its TTree and TBranch
-objects) again before reading a byte of data. ``work_function`` does what Runner's does
-for ROOT files read into NanoEvents, on a file that stays open in the worker thread:
-uproot keeps the tree in that file's object cache, so the next chunk of the file starts
-from it. What a chunk costs before its processor reads (benchmarks/open_files.py, this
-VM): 1.82 s with Runner's function against 0.53 s kept open for the 2656-branch NanoAOD
-sample in data/samples, 16.7 against 7.5 ms for a 24-branch generated file; on the H200
-host a GPU task of ADL Q8 spent 14 ms (under a profiler) of about 90 ms deserializing the
-generated file's tree (docs/executor.md).
+objects) again before reading a byte of data, and coffea derives the NanoEvents base form
+from every branch again. ``work_function`` does what Runner's does for ROOT files read into
+NanoEvents, on a file that stays open in the worker thread: uproot keeps the tree in that
+file's object cache, so the next chunk of the file starts from it, and the base form is
+built once per kept file and tree (``_events``). What a chunk costs before its processor
+reads (benchmarks/open_files.py, this VM, medians): 1.63 s with Runner's function against
+0.32 s for the 2656-branch NanoAOD sample in data/samples (0.53 s with the file kept open
+but the base form built per chunk, the twenty-eighth session's run), 15.6 against 6.2 ms
+for a 24-branch generated file; on the H200 host a GPU task of ADL Q8 spent 14 ms (under a
+profiler) of about 90 ms deserializing the generated file's tree (docs/executor.md).
 
 A kept file is opened without uproot's array cache (``array_cache=None`` unless the
 Runner's ``uproot_options`` name one): arrays of a file open for many chunks would
 otherwise stay in memory (up to 100 MB per file) and a chunk read twice, as a retry, would
 not be read again. A file whose UUID is no longer the chunk's (rewritten since the
 Runner's preprocessing) is opened again, and so is one whose chunk failed. A kept file
-costs memory: about 25 MB for the 2656-branch sample (its tree's objects, this VM).
+costs memory: about 25 MB for the 2656-branch sample (its tree's objects, this VM), and
+0.66 MB for its pickled base form and type names.
 Everything else (parquet, checkpoints, saved metrics, dataframes, a processor sent as Dask
 heavy input) runs Runner's own function.
 """
 
 from __future__ import annotations
 
+import pickle
 import threading
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import uproot
 from coffea.nanoevents import NanoEventsFactory, schemas
+from coffea.nanoevents.mapping.uproot import TrivialUprootOpener, UprootSourceMapping
 from coffea.processor import ProcessorABC
 from coffea.processor.executor import Runner
 
 KEPT = 4  # files kept open per worker thread (GPUExecutor's ``open_files``)
 
-# thread ident -> OrderedDict key -> open ReadOnlyDirectory (least recently used first);
-# each thread uses only its own (uproot's TTree objects are not shared between threads)
+
+@dataclass
+class Kept:
+    """A file kept open, and the base forms of its trees (see ``_events``)."""
+
+    directory: object  # uproot ReadOnlyDirectory
+    # (tree path, iteritems options) -> the pickled base form and the tree's typenames
+    forms: dict = field(default_factory=dict)
+
+
+# thread ident -> OrderedDict key -> Kept (least recently used first); each thread uses
+# only its own (uproot's TTree objects are not shared between threads)
 _by_thread: dict[int, OrderedDict] = {}
 _registry_lock = threading.Lock()
 
@@ -53,7 +69,7 @@ def close_all() -> int:
     """Close every file kept open in this process (every thread's; call it when no chunk
     runs here, e.g. between runs: ``client.run(close_all)``); returns how many."""
     with _registry_lock:
-        kept = [d for files in _by_thread.values() for d in files.values()]
+        kept = [k.directory for files in _by_thread.values() for k in files.values()]
         _by_thread.clear()
     for directory in kept:
         _close(directory)
@@ -67,32 +83,71 @@ def _close(directory) -> None:
         pass
 
 
-def _open(item, timeout, uproot_options: dict, kept: int):
-    """``item``'s file as an open ReadOnlyDirectory, reused while this thread keeps it."""
+def _open(item, timeout, uproot_options: dict, kept: int) -> Kept:
+    """``item``'s file, open, reused while this thread keeps it."""
     options = dict(uproot_options)
     options.setdefault("array_cache", None)
     key = (item.filename, timeout, repr(sorted(options.items(), key=lambda kv: kv[0])))
     files = _kept_files()
-    directory = files.pop(key, None)
-    if directory is not None and (directory.closed or (
-            item.fileuuid and directory.file.uuid.bytes != bytes(item.fileuuid))):
-        _close(directory)  # closed elsewhere, or rewritten since preprocessing
-        directory = None
-    if directory is None:
-        directory = uproot.open({item.filename: None}, timeout=timeout, **options)
-    files[key] = directory
+    entry = files.pop(key, None)
+    if entry is not None and (entry.directory.closed or (
+            item.fileuuid and entry.directory.file.uuid.bytes != bytes(item.fileuuid))):
+        _close(entry.directory)  # closed elsewhere, or rewritten since preprocessing
+        entry = None
+    if entry is None:
+        entry = Kept(uproot.open({item.filename: None}, timeout=timeout, **options))
+    files[key] = entry
     while len(files) > kept:
-        _close(files.popitem(last=False)[1])
-    return directory
+        _close(files.popitem(last=False)[1].directory)
+    return entry
 
 
-def _forget(directory) -> None:
-    """Close and drop ``directory`` (a chunk failed on it: the next one opens it anew)."""
+def _forget(entry: Kept) -> None:
+    """Close and drop ``entry`` (a chunk failed on it: the next one opens it anew)."""
     files = _kept_files()
     for key, value in list(files.items()):
-        if value is directory:
+        if value is entry:
             del files[key]
-    _close(directory)
+    _close(entry.directory)
+
+
+def _events(entry: Kept, item, schema, metadata: dict, iteritems_options: dict, preload,
+            buffer_cache):
+    """``NanoEventsFactory.from_root(...).events()`` for ``item`` on a kept file, as Runner
+    calls it, but for the base form: coffea builds it from every branch of the tree
+    for every chunk (its ``_extract_base_form`` and ``typenames``: 115 and 24 ms of a
+    2656-branch NanoAOD tree, this VM); here it is built once per file and tree, and each
+    chunk unpickles a copy (3 ms; the schema changes the dict it is given). The steps are
+    ``from_root``'s, through coffea's private ``_extract_base_form`` and ``_from_mapping``
+    (coffea is pinned below 2027; tests/test_open_files.py compares the events with
+    ``from_root``'s). Preloaded branches and podio (EDM4HEP) schemas, which read more per
+    chunk, go to ``from_root``."""
+    if preload is not None or issubclass(schema, schemas.EDM4HEPSchema):
+        return NanoEventsFactory.from_root(
+            file=entry.directory, treepath=item.treename, schemaclass=schema,
+            metadata=metadata, access_log=[], mode="virtual", entry_start=item.entrystart,
+            entry_stop=item.entrystop, iteritems_options=iteritems_options,
+            preload=preload, buffer_cache=buffer_cache).events()
+    tree = entry.directory[item.treename]
+    form_key = (item.treename, repr(sorted(iteritems_options.items(), key=lambda kv: kv[0])))
+    built = entry.forms.get(form_key)
+    if built is None:
+        form = UprootSourceMapping._extract_base_form(tree, iteritems_options=iteritems_options)
+        built = entry.forms[form_key] = (pickle.dumps(form, protocol=pickle.HIGHEST_PROTOCOL),
+                                         pickle.dumps(tree.typenames()))
+    start = item.entrystart if item.entrystart is not None and item.entrystart >= 0 else 0
+    stop = (tree.num_entries if item.entrystop is None or item.entrystop > tree.num_entries
+            else item.entrystop)
+    partition_key = (str(tree.file.uuid), tree.object_path, f"{start}-{stop}")
+    mapping = UprootSourceMapping(
+        TrivialUprootOpener({partition_key[0]: tree.file.file_path}, {}), start, stop,
+        cache={}, access_log=[], file_handle=entry.directory, use_ak_forth=True,
+        virtual=True, buffer_cache=buffer_cache)
+    mapping.preload_column_source(partition_key[0], partition_key[1], tree)
+    base_form = pickle.loads(built[0])
+    base_form["typenames"] = pickle.loads(built[1])
+    return NanoEventsFactory._from_mapping(mapping, partition_key, base_form, schema,
+                                           metadata, mode="virtual").events()
 
 
 def unpacked(processor_instance):
@@ -134,17 +189,14 @@ def work_function(format, xrootdtimeout, schema, use_dataframes, savemetrics, it
     if item.usermeta is not None:
         metadata.update(item.usermeta)
     try:
-        directory = _open(item, timeout, uproot_options, kept)
+        entry = _open(item, timeout, uproot_options, kept)
     except Exception as e:
         raise Exception(f"Failed to open file: {item!r}. The error was: {e!r}.") from e
     try:
-        events = NanoEventsFactory.from_root(
-            file=directory, treepath=item.treename, schemaclass=schema, metadata=metadata,
-            access_log=[], mode="virtual", entry_start=item.entrystart,
-            entry_stop=item.entrystop, iteritems_options=iteritems_options,
-            preload=item.preload, buffer_cache=cache_function()).events()
+        events = _events(entry, item, schema, metadata, iteritems_options, item.preload,
+                         cache_function())
     except Exception as e:
-        _forget(directory)
+        _forget(entry)
         raise Exception(f"Failed creating nanoevents: {item!r}. The error was: {e!r}.") from e
     try:
         if isinstance(processor_instance, ProcessorABC):
@@ -152,7 +204,7 @@ def work_function(format, xrootdtimeout, schema, use_dataframes, savemetrics, it
         else:
             out = processor_instance(events)
     except Exception as e:
-        _forget(directory)  # (a read that failed may have left its file in a bad state)
+        _forget(entry)  # (a read that failed may have left its file in a bad state)
         raise Exception(f"Failed processing file: {item!r}. The error was: {e!r}.") from e
     if out is None:
         raise ValueError("Output of process() should not be None. Make sure your processor's "

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import uproot
 from coffea import processor
+from coffea.nanoevents import BaseSchema, NanoAODSchema, NanoEventsFactory
 
 from benchmarks.open_files import work_of
 from gpuexec import open_files
@@ -85,7 +86,7 @@ def test_the_last_files_stay_open_and_the_others_close(opens):
     run(dy[0])
     (first,) = open_files._kept_files().values()
     run(mu[0])
-    assert first.closed  # evicted: one file kept
+    assert first.directory.closed  # evicted: one file kept
     run(dy[1])
     assert opens == [DY, DIMUON, DY]
     run2 = _kept_open(work, 2)
@@ -108,7 +109,7 @@ def test_a_file_whose_uuid_changed_is_opened_again(opens, tmp_path):
     del opens[1:]
     assert again.fileuuid != items[0].fileuuid
     out = run(again)
-    assert out["out"]["events"] == 40 and first.closed
+    assert out["out"]["events"] == 40 and first.directory.closed
     assert opens == [path, path]
     assert out == work(again)  # the new file's results
 
@@ -117,7 +118,8 @@ def test_a_kept_file_keeps_no_arrays_so_a_second_read_reads_again():
     items, work = _runner_work([DY], 40)
     run = _kept_open(work, 4)
     run(items[0])
-    (directory,) = open_files._kept_files().values()
+    (kept,) = open_files._kept_files().values()
+    directory = kept.directory
     assert directory.file.array_cache is None
     before = directory.file.source.num_requested_bytes
     assert run(items[0]) == work(items[0])
@@ -172,7 +174,8 @@ def test_each_thread_keeps_its_own_files():
     assert len(theirs) == 1 and theirs[0] is not mine[0]
     assert list(open_files._kept_files().values()) == mine  # this thread's untouched
     assert open_files.close_all() == 2  # both threads' files
-    assert theirs[0].closed and mine[0].closed and not open_files._kept_files()
+    assert theirs[0].directory.closed and mine[0].directory.closed
+    assert not open_files._kept_files()
 
 
 def test_the_executor_setting_is_checked_and_zero_keeps_runners_function():
@@ -183,3 +186,74 @@ def test_the_executor_setting_is_checked_and_zero_keeps_runners_function():
     assert _kept_open(len, 4) is len  # any other function runs as it is
     assert _kept_open(work, 3).keywords["kept"] == 3
     assert np.isfinite(GPUExecutor().open_files)
+
+
+def _from_root(item, **options):
+    return processor_events(item, uproot.open({item.filename: None}), **options)
+
+
+def processor_events(item, directory, iteritems_options=None, schema=NanoAODSchema):
+    """What Runner's work function builds for ``item``."""
+    return NanoEventsFactory.from_root(
+        file=directory, treepath=item.treename, schemaclass=schema,
+        metadata={"dataset": item.dataset, "entrystart": item.entrystart}, access_log=[],
+        mode="virtual", entry_start=item.entrystart, entry_stop=item.entrystop,
+        iteritems_options=iteritems_options or {}).events()
+
+
+def test_events_on_a_kept_file_are_coffeas_with_the_base_form_built_once(monkeypatch):
+    from coffea.nanoevents.mapping.uproot import UprootSourceMapping
+
+    built = []
+    original = UprootSourceMapping._extract_base_form.__func__
+
+    def counting(cls, tree, iteritems_options={}):
+        built.append((tree.object_path, dict(iteritems_options)))
+        return original(cls, tree, iteritems_options=iteritems_options)
+
+    monkeypatch.setattr(UprootSourceMapping, "_extract_base_form", classmethod(counting))
+    items, _ = _runner_work([DY, DIMUON], 20)
+    kept, built_events = {}, []
+    for item in items:  # two chunks of each file
+        entry = kept.setdefault(item.filename, open_files.Kept(uproot.open({item.filename: None})))
+        metadata = {"dataset": item.dataset, "entrystart": item.entrystart}
+        got = open_files._events(entry, item, NanoAODSchema, metadata, {}, None, None)
+        want = _from_root(item)
+        assert got.layout.form == want.layout.form and len(got) == len(want) == 20
+        assert got.metadata == want.metadata and got.behavior == want.behavior
+        # (a file's second chunk: its events built from the kept base form)
+        assert ak.array_equal(got.Muon, want.Muon) and ak.array_equal(got.Jet.pt, want.Jet.pt)
+        assert got.Muon.matched_jet.pt.tolist() == want.Muon.matched_jet.pt.tolist()
+        built_events.append((got, metadata))
+    assert ak.array_equal(got, want, equal_nan=True)  # every branch of a chunk
+    # each chunk's events keep their own metadata after the file's next chunks are built
+    assert all(events.metadata == metadata for events, metadata in built_events)
+    mine = [b for b in built if b[1] == {}]
+    assert len(mine) == 2 + len(items)  # once per file here, once per chunk in coffea
+    # other iteritems options: another base form
+    muons = {"filter_name": ["run", "luminosityBlock", "event", "nMuon", "Muon_*"]}
+    got = open_files._events(kept[items[0].filename], items[0], NanoAODSchema, {}, muons, None,
+                             None)
+    want = processor_events(items[0], uproot.open({items[0].filename: None}), muons)
+    assert got.fields == want.fields and "Jet" not in got.fields and "Muon" in got.fields
+    assert ak.array_equal(got.Muon.pt, want.Muon.pt)
+
+
+class EditingSchema(BaseSchema):
+    """A schema that edits the base form it is given, as a schema may."""
+
+    def __init__(self, base_form, *args, **kwargs):
+        for content in base_form["contents"]:
+            seen = content.setdefault("parameters", {})
+            seen["built"] = seen.get("built", 0) + 1
+        super().__init__(base_form, *args, **kwargs)
+
+
+def test_each_chunk_gets_its_own_copy_of_a_kept_base_form():
+    items, _ = _runner_work([DY], 20)
+    entry = open_files.Kept(uproot.open({DY: None}))
+    for item in items:
+        got = open_files._events(entry, item, EditingSchema, {}, {}, None, None)
+        want = processor_events(item, uproot.open({DY: None}), schema=EditingSchema)
+        assert got.layout.form == want.layout.form
+        assert got.Muon_pt.layout.parameter("built") == 1
