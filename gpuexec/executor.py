@@ -49,6 +49,7 @@ import queue
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -459,6 +460,41 @@ class _DeviceBuffers(Mapping):
         return 0
 
 
+class _StagedFactory:
+    """The ``"@events_factory"`` of staged events. coffea's behaviors find the events
+    of a collection through it (``NanoCollection._events``: cross-references such as
+    ``Muon.matched_jet`` index the events' other collections); with coffea's factory
+    there, a staged collection found the host events coffea built, not the staged ones
+    (on a GPU, device indices into host arrays). ``events()`` gives the staged events,
+    built again by ``build`` should they be gone while a collection of them lives; any
+    other attribute is the original factory's."""
+
+    def __init__(self, factory, build):
+        self._original, self._build = factory, build
+        self._staged = None  # weak: the events hold this object in their attrs
+
+    def events(self):
+        staged = self._staged() if self._staged is not None else None
+        if staged is None:
+            staged = self._build(self)
+            self._staged = weakref.ref(staged)
+        return staged
+
+    def __getattr__(self, name):
+        return getattr(self._original, name)
+
+
+def _staged(events, build):
+    """The staged events ``build(attrs)`` makes, with ``events``' attrs (coffea's
+    factory replaced by a ``_StagedFactory`` when there is one)."""
+    attrs = dict(getattr(events, "attrs", None) or {})
+    factory = attrs.get("@events_factory")
+    if factory is None:
+        return build(attrs)
+    staged_factory = _StagedFactory(factory, lambda f: build({**attrs, "@events_factory": f}))
+    return staged_factory.events()
+
+
 def _read_on_device(events, ak_backend: str, timings: _Timings, read_ahead: str | None):
     """``events`` rebuilt from its NanoEvents form over ``_DeviceBuffers``, or None when
     it was not built by coffea's NanoEventsFactory from uproot (then ``stage_events``
@@ -473,9 +509,9 @@ def _read_on_device(events, ak_backend: str, timings: _Timings, read_ahead: str 
             or len(mapping) != len(events)):
         return None
     buffers = _DeviceBuffers(mapping, ak_backend, timings, read_ahead)
-    return ak.from_buffers(form, len(events), buffers,
-                           buffer_key=buffer_key, backend=ak_backend, highlevel=True,
-                           behavior=events.behavior, attrs=attrs)
+    return _staged(events, lambda attrs: ak.from_buffers(
+        form, len(events), buffers, buffer_key=buffer_key, backend=ak_backend,
+        highlevel=True, behavior=events.behavior, attrs=attrs))
 
 
 def stage_events(events, ak_backend: str, timings: _Timings | None = None,
@@ -503,8 +539,9 @@ def stage_events(events, ak_backend: str, timings: _Timings | None = None,
         read = buffer.materialize if isinstance(buffer, VirtualNDArray) else (lambda: buffer)
         return lambda: _read_then_copy(read, copy, wait, timings)
 
-    return ak.from_buffers(form, length, {k: lazy(v) for k, v in container.items()},
-                           backend=ak_backend, behavior=events.behavior, attrs=events.attrs)
+    container = {k: lazy(v) for k, v in container.items()}
+    return _staged(events, lambda attrs: ak.from_buffers(
+        form, length, container, backend=ak_backend, behavior=events.behavior, attrs=attrs))
 
 
 def to_host(value):

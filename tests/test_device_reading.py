@@ -127,6 +127,29 @@ def test_cross_references_fall_back_to_coffea_and_agree():
         assert ak.materialize(get(direct)).tolist() == ak.materialize(get(usual)).tolist()
 
 
+@pytest.mark.parametrize("read_on_device", [False, True])
+def test_staged_collections_find_the_staged_events(read_on_device):
+    """A cross-reference (``Muon.matched_jet``) indexes the events its collection came
+    from: the staged ones, not the host events coffea built (on a GPU: device indices
+    into host arrays), also after the staged events are gone and a collection lives on."""
+    import gc
+
+    import awkward as ak
+
+    host = _events(cases.REAL[0], 0, 40)
+    want = ak.materialize(host.Muon.matched_jet.pt).tolist()
+    assert any(pt is not None for muons in want for pt in muons)
+    staged = stage_events(host, "cpu", read_on_device=read_on_device)
+    assert staged.Muon._events() is staged and staged.Jet._events() is staged
+    muons = staged.Muon
+    del staged
+    gc.collect()
+    again = muons._events()  # built again from the staged buffers
+    assert again is not host and again.Muon._events() is again
+    assert ak.materialize(muons.matched_jet.pt).tolist() == want
+    assert host.Muon._events() is host  # coffea's own events as they were
+
+
 def test_events_not_from_nanoevents_are_staged_as_before():
     import awkward as ak
 

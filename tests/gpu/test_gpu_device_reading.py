@@ -83,6 +83,26 @@ def test_staged_queries_on_the_device_are_unchanged(multi, inflater):
             assert timings.read > 0
 
 
+@pytest.mark.parametrize("read_on_device", [False, True])
+def test_cross_references_of_staged_events_stay_on_the_device(read_on_device):
+    """``Muon.matched_jet`` of events staged on the device indexes the staged Jets (the
+    host events coffea built were found before: device indices into host arrays)."""
+    import awkward as ak
+    from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        host = NanoEventsFactory.from_root({cases.REAL[0]: "Events"}, schemaclass=NanoAODSchema,
+                                           mode="virtual", entry_start=0,
+                                           entry_stop=40).events()
+    want = ak.materialize(host.Muon.matched_jet.pt).tolist()
+    staged = stage_events(host, "cuda", read_on_device=read_on_device)
+    assert staged.Muon._events() is staged
+    got = staged.Muon.matched_jet.pt
+    assert ak.backend(got) == "cuda"
+    assert ak.to_backend(ak.materialize(got), "cpu").tolist() == want
+
+
 def test_read_many_on_the_device_in_one_batch(multi, inflater):
     """Columns of every kind read together into CuPy arrays (with nvCOMP: one call for
     the batch) equal uproot's; a refused column comes back as its Unsupported."""
