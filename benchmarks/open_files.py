@@ -7,15 +7,19 @@ generated NanoAOD-like file (24 branches, the executor benchmark's).
     .venv/bin/python benchmarks/open_files.py [--reps 5] [--out benchmarks/results]
 
 The processor touches one column (``len(events.Muon.pt)``), so the time is opening the
-file, reading the tree's metadata and building the events. Per file: the median and
-fastest seconds per chunk of each function over ``--reps`` turns (the two take turns,
-each turn every chunk of the file once, after a warm-up turn), and their ratio. Prints a
-table and writes ``open_files.json`` under ``--out``.
+file, reading the tree's metadata and building the events. Two more functions run a
+GPU worker's task on the CPU engine (files kept open, the processor staged with its
+columns read directly, ``_StagedProcessor``): with coffea's host events built first and
+then rebuilt staged (before the twenty-ninth session), and built from the factory only.
+Per file: the median and fastest seconds per chunk of each function over ``--reps``
+turns (the functions take turns, each turn every chunk of the file once, after a warm-up
+turn), and the ratios. Prints a table and writes ``open_files.json`` under ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -75,7 +79,11 @@ def measure(path: str, chunksize: int, reps: int) -> dict:
 
     items, coffea_work = work_of([path], chunksize)
     kept_work = _kept_open(coffea_work, open_files.KEPT)
-    functions = {"coffea": coffea_work, "kept open": kept_work}
+    functions = {"coffea": coffea_work, "kept open": kept_work,
+                 # a GPU worker's task on the CPU engine (the processor staged, its columns
+                 # read directly): coffea's events built first, as before, or not at all
+                 "staged, events first": _staged_work(kept_work, events_first=True),
+                 "staged": _staged_work(kept_work, events_first=False)}
     seconds = {name: [] for name in functions}
     for turn in range(reps + 1):
         for name, work in functions.items():
@@ -97,7 +105,26 @@ def measure(path: str, chunksize: int, reps: int) -> dict:
     for name, values in seconds.items():
         row[name] = {"median_s": statistics.median(values), "min_s": min(values)}
     row["ratio_median"] = row["coffea"]["median_s"] / row["kept open"]["median_s"]
+    row["staged_ratio_median"] = (row["staged, events first"]["median_s"]
+                                  / row["staged"]["median_s"])
     return row
+
+
+def _staged_work(kept_work, events_first: bool):
+    """``kept_work`` with its processor run as a GPU-pool task runs it on the CPU engine
+    with direct reads (``_StagedProcessor``); ``events_first``: the work function builds
+    coffea's events and the processor stages them (before the twenty-ninth session)."""
+    from gpuexec import open_files
+    from gpuexec.executor import _StagedProcessor, _Timings
+
+    class EventsFirst(_StagedProcessor):
+        process_nanoevents_factory = None  # (so the work function builds the events)
+
+    kind = EventsFirst if events_first else _StagedProcessor
+    processor_instance = kind(open_files.unpacked(kept_work.keywords["processor_instance"]),
+                              "cpu", _Timings(), read_on_device=True)
+    return functools.partial(kept_work.func, *kept_work.args,
+                             **dict(kept_work.keywords, processor_instance=processor_instance))
 
 
 def main(argv=None) -> int:
@@ -118,12 +145,14 @@ def main(argv=None) -> int:
                  (generated, 50_000)]
         rows = [measure(path, chunksize, args.reps) for path, chunksize in cases]
     print(f"{'file':<20} {'branches':>8} {'chunks':>6} {'coffea ms':>10} {'kept ms':>9} "
-          f"{'ratio':>6}  (medians; fastest coffea / kept)")
+          f"{'ratio':>6}  {'staged: events first ms':>23} {'staged ms':>9} {'ratio':>6}"
+          "  (medians)")
     for r in rows:
         print(f"{r['file']:<20} {r['branches']:>8} {r['chunks']:>6} "
               f"{1e3 * r['coffea']['median_s']:>10.1f} {1e3 * r['kept open']['median_s']:>9.1f} "
-              f"{r['ratio_median']:>5.2f}x  ({1e3 * r['coffea']['min_s']:.1f} / "
-              f"{1e3 * r['kept open']['min_s']:.1f})")
+              f"{r['ratio_median']:>5.2f}x  "
+              f"{1e3 * r['staged, events first']['median_s']:>23.1f} "
+              f"{1e3 * r['staged']['median_s']:>9.1f} {r['staged_ratio_median']:>5.2f}x")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "open_files.json")
     with open(path, "w") as f:

@@ -7,11 +7,13 @@ from every branch again. ``work_function`` does what Runner's does for ROOT file
 NanoEvents, on a file that stays open in the worker thread: uproot keeps the tree in that
 file's object cache, so the next chunk of the file starts from it, and the base form is
 built once per kept file and tree (``_events``). What a chunk costs before its processor
-reads (benchmarks/open_files.py, this VM, medians): 1.63 s with Runner's function against
-0.32 s for the 2656-branch NanoAOD sample in data/samples (0.53 s with the file kept open
-but the base form built per chunk, the twenty-eighth session's run), 15.6 against 6.2 ms
+reads (benchmarks/open_files.py, this VM, medians): 1.85 s with Runner's function against
+0.39 s for the 2656-branch NanoAOD sample in data/samples (0.53 s with the file kept open
+but the base form built per chunk, the twenty-eighth session's run), 16.0 against 5.8 ms
 for a 24-branch generated file; on the H200 host a GPU task of ADL Q8 spent 14 ms (under a
-profiler) of about 90 ms deserializing the generated file's tree (docs/executor.md).
+profiler) of about 90 ms deserializing the generated file's tree (docs/executor.md). A
+processor that builds its own events from the factory (``process_nanoevents_factory``:
+a GPU worker's, reading columns directly) is given the factory instead of coffea's events.
 
 A kept file is opened without uproot's array cache (``array_cache=None`` unless the
 Runner's ``uproot_options`` name one): arrays of a file open for many chunks would
@@ -111,9 +113,9 @@ def _forget(entry: Kept) -> None:
     _close(entry.directory)
 
 
-def _events(entry: Kept, item, schema, metadata: dict, iteritems_options: dict, preload,
-            buffer_cache):
-    """``NanoEventsFactory.from_root(...).events()`` for ``item`` on a kept file, as Runner
+def _factory(entry: Kept, item, schema, metadata: dict, iteritems_options: dict, preload,
+             buffer_cache):
+    """``NanoEventsFactory.from_root(...)`` for ``item`` on a kept file, as Runner
     calls it, but for the base form: coffea builds it from every branch of the tree
     for every chunk (its ``_extract_base_form`` and ``typenames``: 115 and 24 ms of a
     2656-branch NanoAOD tree, this VM); here it is built once per file and tree, and each
@@ -127,7 +129,7 @@ def _events(entry: Kept, item, schema, metadata: dict, iteritems_options: dict, 
             file=entry.directory, treepath=item.treename, schemaclass=schema,
             metadata=metadata, access_log=[], mode="virtual", entry_start=item.entrystart,
             entry_stop=item.entrystop, iteritems_options=iteritems_options,
-            preload=preload, buffer_cache=buffer_cache).events()
+            preload=preload, buffer_cache=buffer_cache)
     tree = entry.directory[item.treename]
     form_key = (item.treename, repr(sorted(iteritems_options.items(), key=lambda kv: kv[0])))
     built = entry.forms.get(form_key)
@@ -147,7 +149,14 @@ def _events(entry: Kept, item, schema, metadata: dict, iteritems_options: dict, 
     base_form = pickle.loads(built[0])
     base_form["typenames"] = pickle.loads(built[1])
     return NanoEventsFactory._from_mapping(mapping, partition_key, base_form, schema,
-                                           metadata, mode="virtual").events()
+                                           metadata, mode="virtual")
+
+
+def _events(entry: Kept, item, schema, metadata: dict, iteritems_options: dict, preload,
+            buffer_cache):
+    """The events of ``_factory``: what Runner's work function gives the processor."""
+    return _factory(entry, item, schema, metadata, iteritems_options, preload,
+                    buffer_cache).events()
 
 
 def unpacked(processor_instance):
@@ -192,14 +201,20 @@ def work_function(format, xrootdtimeout, schema, use_dataframes, savemetrics, it
         entry = _open(item, timeout, uproot_options, kept)
     except Exception as e:
         raise Exception(f"Failed to open file: {item!r}. The error was: {e!r}.") from e
+    # a GPU worker's processor (the executor's _StagedProcessor) builds the events from
+    # the factory itself: coffea's host events would be built for nothing
+    takes_factory = getattr(processor_instance, "process_nanoevents_factory", None)
     try:
-        events = _events(entry, item, schema, metadata, iteritems_options, item.preload,
-                         cache_function())
+        factory = _factory(entry, item, schema, metadata, iteritems_options, item.preload,
+                           cache_function())
+        events = None if takes_factory is not None else factory.events()
     except Exception as e:
         _forget(entry)
         raise Exception(f"Failed creating nanoevents: {item!r}. The error was: {e!r}.") from e
     try:
-        if isinstance(processor_instance, ProcessorABC):
+        if events is None:
+            out = takes_factory(factory)
+        elif isinstance(processor_instance, ProcessorABC):
             out = processor_instance.process(events)
         else:
             out = processor_instance(events)

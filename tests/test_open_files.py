@@ -257,3 +257,31 @@ def test_each_chunk_gets_its_own_copy_of_a_kept_base_form():
         want = processor_events(item, uproot.open({DY: None}), schema=EditingSchema)
         assert got.layout.form == want.layout.form
         assert got.Muon_pt.layout.parameter("built") == 1
+
+
+@pytest.mark.parametrize("read_directly", [True, False])
+def test_a_staging_processor_gets_the_factory_and_coffeas_events_are_not_built(
+        monkeypatch, read_directly):
+    """A GPU worker's processor (the executor's ``_StagedProcessor``) reading columns
+    directly builds its events from the NanoEvents factory: coffea's host events, one
+    ``ak.from_buffers`` over every branch, are not built. Same results as Runner's."""
+    from gpuexec.executor import _StagedProcessor, _Timings
+
+    items, work = _runner_work([DY], 20)
+    want = [work(item) for item in items]
+    built = []
+    original = NanoEventsFactory.events
+
+    def counting(self):
+        built.append(self)
+        return original(self)
+
+    monkeypatch.setattr(NanoEventsFactory, "events", counting)
+    run = _kept_open(work, 4)
+    for item, expected in zip(items, want):
+        timings = _Timings()
+        staged = _StagedProcessor(MuonSums(), "cpu", timings, read_on_device=read_directly)
+        got = run.func(*run.args, item, **dict(run.keywords, processor_instance=staged))
+        assert got == expected
+        assert timings.read > 0  # (staged columns are read under the timer)
+    assert len(built) == (0 if read_directly else len(items))
