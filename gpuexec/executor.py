@@ -481,7 +481,10 @@ class _StagedFactory:
         return staged
 
     def __getattr__(self, name):
-        return getattr(self._original, name)
+        original = self.__dict__.get("_original")  # (absent in a copy made without __init__)
+        if original is None:
+            raise AttributeError(name)
+        return getattr(original, name)
 
 
 def _staged(attrs: dict, build):

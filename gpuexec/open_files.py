@@ -6,7 +6,7 @@ objects) again before reading a byte of data, and coffea derives the NanoEvents 
 from every branch again. ``work_function`` does what Runner's does for ROOT files read into
 NanoEvents, on a file that stays open in the worker thread: uproot keeps the tree in that
 file's object cache, so the next chunk of the file starts from it, and the base form is
-built once per kept file and tree (``_events``). What a chunk costs before its processor
+built once per kept file and tree (``_factory``). What a chunk costs before its processor
 reads (benchmarks/open_files.py, this VM, medians): 1.85 s with Runner's function against
 0.39 s for the 2656-branch NanoAOD sample in data/samples (0.53 s with the file kept open
 but the base form built per chunk, the twenty-eighth session's run), 16.0 against 5.8 ms
@@ -45,7 +45,7 @@ KEPT = 4  # files kept open per worker thread (GPUExecutor's ``open_files``)
 
 @dataclass
 class Kept:
-    """A file kept open, and the base forms of its trees (see ``_events``)."""
+    """A file kept open, and the base forms of its trees (see ``_factory``)."""
 
     directory: object  # uproot ReadOnlyDirectory
     # (tree path, iteritems options) -> the pickled base form and the tree's typenames
