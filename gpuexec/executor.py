@@ -498,18 +498,11 @@ def _staged(attrs: dict, build):
     return staged_factory.events()
 
 
-def _read_on_device(events, ak_backend: str, timings: _Timings, read_ahead: str | None):
-    """``events`` rebuilt from its NanoEvents form over ``_DeviceBuffers``, or None when
-    it was not built by coffea's NanoEventsFactory from uproot (then ``stage_events``
-    stages its own buffers)."""
-    return _read_directly(getattr(events, "attrs", None) or {}, len(events), events.behavior,
-                          ak_backend, timings, read_ahead)
-
-
 def _read_directly(attrs: dict, length: int, behavior, ak_backend: str, timings: _Timings,
                    read_ahead: str | None):
     """Events of the NanoEvents form and factory in ``attrs`` (as coffea's ``events()``
-    sets them) over ``_DeviceBuffers``; None where the factory did not read uproot."""
+    sets them) over ``_DeviceBuffers``; None where the factory did not read uproot (then
+    ``stage_events`` stages the events' own buffers)."""
     import awkward as ak
 
     form, buffer_key = attrs.get("@form"), attrs.get("@buffer_key")
@@ -558,7 +551,8 @@ def stage_events(events, ak_backend: str, timings: _Timings | None = None,
 
     timings = timings if timings is not None else _Timings()
     if read_on_device:
-        staged = _read_on_device(events, ak_backend, timings, read_ahead)
+        staged = _read_directly(getattr(events, "attrs", None) or {}, len(events),
+                                events.behavior, ak_backend, timings, read_ahead)
         if staged is not None:
             return staged
     copy, wait = _device_copier(ak_backend)

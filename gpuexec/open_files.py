@@ -48,7 +48,7 @@ class Kept:
     """A file kept open, and the base forms of its trees (see ``_factory``)."""
 
     directory: object  # uproot ReadOnlyDirectory
-    # (tree path, iteritems options) -> the pickled base form and the tree's typenames
+    # (tree path, iteritems options) -> the pickled base form, with the tree's typenames
     forms: dict = field(default_factory=dict)
 
 
@@ -132,11 +132,11 @@ def _factory(entry: Kept, item, schema, metadata: dict, iteritems_options: dict,
             preload=preload, buffer_cache=buffer_cache)
     tree = entry.directory[item.treename]
     form_key = (item.treename, repr(sorted(iteritems_options.items(), key=lambda kv: kv[0])))
-    built = entry.forms.get(form_key)
-    if built is None:
+    pickled = entry.forms.get(form_key)
+    if pickled is None:
         form = UprootSourceMapping._extract_base_form(tree, iteritems_options=iteritems_options)
-        built = entry.forms[form_key] = (pickle.dumps(form, protocol=pickle.HIGHEST_PROTOCOL),
-                                         pickle.dumps(tree.typenames()))
+        form["typenames"] = tree.typenames()
+        pickled = entry.forms[form_key] = pickle.dumps(form, protocol=pickle.HIGHEST_PROTOCOL)
     start = item.entrystart if item.entrystart is not None and item.entrystart >= 0 else 0
     stop = (tree.num_entries if item.entrystop is None or item.entrystop > tree.num_entries
             else item.entrystop)
@@ -146,17 +146,8 @@ def _factory(entry: Kept, item, schema, metadata: dict, iteritems_options: dict,
         cache={}, access_log=[], file_handle=entry.directory, use_ak_forth=True,
         virtual=True, buffer_cache=buffer_cache)
     mapping.preload_column_source(partition_key[0], partition_key[1], tree)
-    base_form = pickle.loads(built[0])
-    base_form["typenames"] = pickle.loads(built[1])
-    return NanoEventsFactory._from_mapping(mapping, partition_key, base_form, schema,
-                                           metadata, mode="virtual")
-
-
-def _events(entry: Kept, item, schema, metadata: dict, iteritems_options: dict, preload,
-            buffer_cache):
-    """The events of ``_factory``: what Runner's work function gives the processor."""
-    return _factory(entry, item, schema, metadata, iteritems_options, preload,
-                    buffer_cache).events()
+    return NanoEventsFactory._from_mapping(mapping, partition_key, pickle.loads(pickled),
+                                           schema, metadata, mode="virtual")
 
 
 def unpacked(processor_instance):

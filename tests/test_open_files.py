@@ -188,10 +188,6 @@ def test_the_executor_setting_is_checked_and_zero_keeps_runners_function():
     assert np.isfinite(GPUExecutor().open_files)
 
 
-def _from_root(item, **options):
-    return processor_events(item, uproot.open({item.filename: None}), **options)
-
-
 def processor_events(item, directory, iteritems_options=None, schema=NanoAODSchema):
     """What Runner's work function builds for ``item``."""
     return NanoEventsFactory.from_root(
@@ -217,8 +213,8 @@ def test_events_on_a_kept_file_are_coffeas_with_the_base_form_built_once(monkeyp
     for item in items:  # two chunks of each file
         entry = kept.setdefault(item.filename, open_files.Kept(uproot.open({item.filename: None})))
         metadata = {"dataset": item.dataset, "entrystart": item.entrystart}
-        got = open_files._events(entry, item, NanoAODSchema, metadata, {}, None, None)
-        want = _from_root(item)
+        got = open_files._factory(entry, item, NanoAODSchema, metadata, {}, None, None).events()
+        want = processor_events(item, uproot.open({item.filename: None}))
         assert got.layout.form == want.layout.form and len(got) == len(want) == 20
         assert got.metadata == want.metadata and got.behavior == want.behavior
         # (a file's second chunk: its events built from the kept base form)
@@ -232,8 +228,8 @@ def test_events_on_a_kept_file_are_coffeas_with_the_base_form_built_once(monkeyp
     assert len(mine) == 2 + len(items)  # once per file here, once per chunk in coffea
     # other iteritems options: another base form
     muons = {"filter_name": ["run", "luminosityBlock", "event", "nMuon", "Muon_*"]}
-    got = open_files._events(kept[items[0].filename], items[0], NanoAODSchema, {}, muons, None,
-                             None)
+    got = open_files._factory(kept[items[0].filename], items[0], NanoAODSchema, {}, muons,
+                              None, None).events()
     want = processor_events(items[0], uproot.open({items[0].filename: None}), muons)
     assert got.fields == want.fields and "Jet" not in got.fields and "Muon" in got.fields
     assert ak.array_equal(got.Muon.pt, want.Muon.pt)
@@ -253,7 +249,7 @@ def test_each_chunk_gets_its_own_copy_of_a_kept_base_form():
     items, _ = _runner_work([DY], 20)
     entry = open_files.Kept(uproot.open({DY: None}))
     for item in items:
-        got = open_files._events(entry, item, EditingSchema, {}, {}, None, None)
+        got = open_files._factory(entry, item, EditingSchema, {}, {}, None, None).events()
         want = processor_events(item, uproot.open({DY: None}), schema=EditingSchema)
         assert got.layout.form == want.layout.form
         assert got.Muon_pt.layout.parameter("built") == 1
