@@ -736,22 +736,26 @@ class _Task:
             if self.report_runs:
                 _report_runs(runs)
 
-    def _outcome(self, item, indices: tuple, pool: str, part_units: tuple) -> _Partial:
+    def _outcome(self, item, indices: tuple, pool: str, part_units: tuple,
+                 in_client: bool = False) -> _Partial:
         import gpuexec.kernels as gk
 
         timings = _Timings()
         start = time.perf_counter()
         try:
-            _use_inflate(self.inflate)
-            for name, value in self.reading.items():  # (process-wide)
-                setattr(device_reading, name, value)
+            if not in_client:  # process-wide settings: the client's stay the user's
+                _use_inflate(self.inflate)
+                for name, value in self.reading.items():
+                    setattr(device_reading, name, value)
             with gk.using(self.backends[pool]):
                 out = self._call(item, pool, timings)
         except _Skip as skip:
             return _Partial.empty((i, str(skip)) for i in indices)
         except Exception as err:
-            raise ChunkError(f"{describe_item(item)} failed on worker {_worker_name()} "
-                             f"({pool} pool): {type(err).__name__}: {err}{_origin(err)}",
+            where = ("in the client" if in_client
+                     else f"on worker {_worker_name()} ({pool} pool)")
+            raise ChunkError(f"{describe_item(item)} failed {where}: "
+                             f"{type(err).__name__}: {err}{_origin(err)}",
                              _chain(err)) from err
         seconds = time.perf_counter() - start
         if out is None:  # the function swallowed its error (e.g. coffea's own skip)
@@ -912,6 +916,19 @@ def _merge(parts: list[_Partial], compression) -> _Partial:
     return total
 
 
+#: file-metadata items (Runner's preprocessing) read in the client process instead of on
+#: the embedded cluster, at most (``GPUExecutor._metadata_here``)
+METADATA_HERE = 4
+CLIENT_POOL = "client"  # the report's pool of what ran in the client process
+
+
+def _client_pool():
+    """The client process as the report's pool: one process, a thread per file."""
+    from gpuexec.scheduler.cluster import CPU, WorkerPool
+
+    return WorkerPool(CLIENT_POOL, 1, METADATA_HERE, task_resources={CPU: 1})
+
+
 # -------------------------------------------------------------------------- executor
 class _SharedState:
     """What every copy of one executor shares: the report and placement of the last run,
@@ -1055,7 +1072,12 @@ class GPUExecutor(ExecutorBase):
         probe: chunks each pool gets first, whatever the models say.
         gpu_merge: adjacent chunks of one file merged into one GPU task, at most (1: no
             merging; fewer as the run ends, so that the last GPU tasks are short); the
-            placement charges each chunk its share of a task's fixed cost.
+            placement charges each chunk its share of a task's fixed cost. Default 7: on
+            the H200 host (100 chunks, 14 GPU workers) one wave of 14 GPU tasks instead of
+            24 tasks in two waves, whose second left four workers idle; with
+            ``nvcomp_wait`` 0.4, ADL Q8 0.216 s against 0.256 and Q6 0.349 against 0.452,
+            Q2 and Q4 1.2x slower (still 1.2-1.4x coffea's FuturesExecutor;
+            benchmarks/results/executor_all_s30_h200.*).
         window: tasks in flight per pool, as a multiple of its slots (windowed
             submission: each chunk is placed when its pool has room, as earlier ones
             complete; a GPU task counts ``gpu_merge`` chunks). A call with one CPU pool
@@ -1124,7 +1146,7 @@ class GPUExecutor(ExecutorBase):
             ``gpuexec.device_reading.NVCOMP_SLOTS`` (4); 0: no limit.
         nvcomp_wait: seconds a batch that finds every nvCOMP slot taken waits for one
             before the host inflates it; None keeps ``gpuexec.device_reading.NVCOMP_WAIT``
-            (0.1; 0: the host at once).
+            (0.4; 0: the host at once).
         open_files: ROOT files each worker thread keeps open between chunks (default
             4; 0: each chunk opens its file, as coffea's executors do): a chunk of a kept
             file starts from its tree's metadata, which uproot otherwise reads and
@@ -1144,7 +1166,7 @@ class GPUExecutor(ExecutorBase):
     calibration: Any = "auto"
     crossover: float | None = None
     probe: int = 0
-    gpu_merge: int = 4
+    gpu_merge: int = 7
     window: float = 2.0
     gpu_lost_after: float = 5.0
     backups: float | None = 0.5
@@ -1402,6 +1424,8 @@ class GPUExecutor(ExecutorBase):
         if not items:
             return accumulator, 0
         started = time.perf_counter()
+        if self._metadata_here(items):
+            return self._call_here(items, function, accumulator, started)
         client, ledger = self._connect()
         pools = self._pools(client)
         # Tasks carry their pool's resources so that each runs on its pool's workers; an
@@ -1477,6 +1501,50 @@ class GPUExecutor(ExecutorBase):
             value["metrics"]["skipped"] = [s.as_dict() for s in report.skipped]
             value["metrics"]["chunks_per_pool"] = call.pools
         return accumulate([value], accumulator), 0
+
+    def _metadata_here(self, items: list) -> bool:
+        """Whether Runner's preprocessing of ``items`` runs in this process: file
+        metadata (entries, UUID) of at most ``METADATA_HERE`` files, on the embedded
+        cluster (its workers read the same file system as this process). A Dask round trip
+        costs more than such a read: on the H200 host the preprocessing call of one file took
+        26-29 ms through the cluster, of 0.25-0.30 s runs of ADL Q8; the read itself about
+        5 ms (this VM: 24-37 ms against 4.5-5.8 ms). Many files go to the cluster, whose
+        processes read them side by side."""
+        return (self.client is None and len(items) <= METADATA_HERE
+                and all(isinstance(item, FileMeta) for item in items))
+
+    def _call_here(self, items: list, function, accumulator, started: float):
+        """``__call__`` for file metadata read in this process (``_metadata_here``): the
+        same task (retries, error messages naming the file), one thread per file, and the
+        same report, its runs on the "client" pool."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        task = _Task(function, self.compression, {CLIENT_POOL: "cpu"}, inflate=self.inflate)
+        units = [_expected_units(item) for item in items]
+        def read(i: int) -> _Partial:
+            return task._outcome(items[i], (i,), CLIENT_POOL, (units[i],), in_client=True)
+
+        try:
+            if len(items) == 1:  # (a thread costs more than the read: 7 ms on this VM)
+                parts = [read(0)]
+            else:
+                with ThreadPoolExecutor(len(items), thread_name_prefix="gpuexec-metadata") as th:
+                    parts = list(th.map(read, range(len(items))))
+        except Exception as err:
+            raise self._explain(err, items) from err
+        result = _merge(parts, self.compression)
+        loop = _Loop(self, None, {CLIENT_POOL: _client_pool()}, items,
+                     [keys.item_label(item) for item in items], keys.new_run_token(), task,
+                     None, restrict=False, started=started)
+        loop.pool_of = dict.fromkeys(range(len(items)), CLIENT_POOL)
+        call, mismatch = self._account(items, loop, loop.labels, result, [],
+                                       time.perf_counter() - started, None)
+        self._shared.record(call)
+        if mismatch is not None:
+            raise mismatch
+        if call.skipped:
+            warnings.warn(skipped_warning(call.skipped), SkippedChunksWarning, stacklevel=3)
+        return accumulate([_unpack(result)], accumulator), 0
 
     def _explain(self, err: BaseException, items: list) -> BaseException:
         """The error to raise for a failed call, naming the chunk where Dask knows it."""

@@ -447,6 +447,26 @@ def test_preprocessing_through_the_executor_gives_coffeas_chunks(executor):
     assert executor.report.preprocessing.processed == 2
 
 
+def test_a_few_files_are_preprocessed_in_the_client_more_on_the_cluster(executor):
+    """Up to METADATA_HERE files' metadata is read in the client (a Dask round trip cost
+    more than the read); more go to the embedded cluster's workers. Both give coffea's
+    chunks, and the report says where each file was read."""
+    from gpuexec.executor import METADATA_HERE
+
+    def preprocessed(n_datasets):
+        fileset = {f"d{k}": [DY] for k in range(n_datasets)}
+        ours = list(runner(executor, chunksize=15).preprocess(fileset, treename="Events"))
+        theirs = list(runner(processor.IterativeExecutor(status=False), chunksize=15)
+                      .preprocess(fileset, treename="Events"))
+        assert sorted(ours, key=str) == sorted(theirs, key=str)
+        report = executor.report.preprocessing
+        assert report.processed == n_datasets
+        return {(run.pool, run.worker) for run in report.runs}
+
+    assert preprocessed(1) == preprocessed(METADATA_HERE) == {("client", "client")}
+    assert {pool for pool, _ in preprocessed(METADATA_HERE + 1)} == {"cpu"}
+
+
 def test_embedded_cluster_is_shared_bound_locally_and_announced_once(executor):
     assert executor.printed_at_start.count("dashboard: http://127.0.0.1:") == 1
     spec = executor.cluster_spec()
