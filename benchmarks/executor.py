@@ -134,10 +134,13 @@ def gpuexec_executor(mode: str, args):
         common["merge_on"] = args.merge_on
     if args.gpu_sync is not None:
         common["gpu_sync"] = args.gpu_sync
-    if mode.startswith("placement:"):  # A/B of one setting in one run: placement:gpu_merge=8
-        name, _, value = mode.partition(":")[2].partition("=")
+    if mode.startswith("placement:"):
+        # A/B of settings in one run: placement:gpu_merge=8, or several joined by "/"
+        # (placement:gpu_merge=7/nvcomp_wait=0.3); the variant's settings win, gpu_workers too
         common.setdefault("gpu_workers", args.gpu_workers)
-        common[name] = ast.literal_eval(value)  # the variant's setting wins, gpu_workers too
+        for setting in mode.partition(":")[2].split("/"):
+            name, _, value = setting.partition("=")
+            common[name] = ast.literal_eval(value)
         return GPUExecutor(**common)
     if mode == "placement":
         return GPUExecutor(gpu_workers=args.gpu_workers, **common)
@@ -307,6 +310,9 @@ def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
              "client_cpu_s": process_cpu_seconds() - cpu_before}
     if name not in ("dask", "futures"):
         call = ex.report.processing
+        # the wall time's other parts: Runner's preprocessing call (one task per file)
+        pre = ex.report.preprocessing
+        entry["preprocessing_s"] = pre.seconds if pre is not None else None
         entry.update({"makespan": call.seconds, "chunks_per_pool": call.pools,
                       "timing": call.timing(), "merged_tasks": len(call.merges),
                       "fallbacks": len(call.fallbacks), "phases": call.phases,

@@ -71,7 +71,10 @@ NVCOMP_SLOTS = 4
 # frees several times while one host core inflates a batch (80-118 ms there); about one
 # host inflation's time. Executor A/B there, medians of 3 in turns: Q8 0.304 s against
 # 0.349, Q6 0.434 against 0.493 (benchmarks/results/executor_nvcomp_wait_s27_h200.*).
-NVCOMP_WAIT = 0.1
+# With GPU tasks of seven chunks (GPUExecutor's gpu_merge), a Q6 batch takes the host
+# 0.36-0.39 s against 0.06-0.12 on nvCOMP, longer than four slots take to pass 14 tasks'
+# batches: 0.4 s, Q6 0.375 s against 0.595 with 0.1 (executor_wait_s30_h200.*).
+NVCOMP_WAIT = 0.4
 
 
 class Unsupported(Exception):
