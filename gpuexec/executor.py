@@ -1368,7 +1368,8 @@ class GPUExecutor(ExecutorBase):
 
     def close_files(self) -> int:
         """Close the ROOT files the cluster's workers keep open (``open_files``), e.g.
-        after rewriting one in place; returns how many were open."""
+        after rewriting one in place; returns how many were open. A file a chunk reads
+        now closes when that chunk ends."""
         client, _ledger = self._connect()
         return sum(client.run(kept_files.close_all).values())
 

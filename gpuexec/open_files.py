@@ -50,6 +50,8 @@ class Kept:
     directory: object  # uproot ReadOnlyDirectory
     # (tree path, iteritems options) -> the pickled base form, with the tree's typenames
     forms: dict = field(default_factory=dict)
+    reading: bool = False  # a chunk of its thread reads it now
+    closing: bool = False  # close_all ran meanwhile: the chunk's end closes it
 
 
 # thread ident -> OrderedDict key -> Kept (least recently used first); each thread uses
@@ -59,23 +61,37 @@ _registry_lock = threading.Lock()
 
 
 def _kept_files() -> OrderedDict:
-    ident = threading.get_ident()
-    files = _by_thread.get(ident)
-    if files is None:
-        with _registry_lock:
-            files = _by_thread[ident] = OrderedDict()
-    return files
+    """This thread's kept files (call it holding ``_registry_lock``)."""
+    return _by_thread.setdefault(threading.get_ident(), OrderedDict())
 
 
 def close_all() -> int:
-    """Close every file kept open in this process (every thread's; call it when no chunk
-    runs here, e.g. between runs: ``client.run(close_all)``); returns how many."""
+    """Close every file kept open in this process (every thread's, e.g. between runs:
+    ``client.run(close_all)``); returns how many. A file a chunk reads now is closed when
+    that chunk ends: closed under it, the chunk failed (a cancelled copy of an earlier
+    run, still running on its worker, was retried with "file ... is closed" on the
+    H200 host)."""
     with _registry_lock:
-        kept = [k.directory for files in _by_thread.values() for k in files.values()]
+        kept = [k for files in _by_thread.values() for k in files.values()]
         _by_thread.clear()
-    for directory in kept:
-        _close(directory)
+        idle = []
+        for entry in kept:
+            if entry.reading:
+                entry.closing = True
+            else:
+                idle.append(entry)
+    for entry in idle:
+        _close(entry.directory)
     return len(kept)
+
+
+def _done(entry: Kept) -> None:
+    """A chunk's end on ``entry``: closed now if ``close_all`` asked meanwhile."""
+    with _registry_lock:
+        entry.reading = False
+        close = entry.closing
+    if close:
+        _close(entry.directory)
 
 
 def _close(directory) -> None:
@@ -90,26 +106,31 @@ def _open(item, timeout, uproot_options: dict, kept: int) -> Kept:
     options = dict(uproot_options)
     options.setdefault("array_cache", None)
     key = (item.filename, timeout, repr(sorted(options.items(), key=lambda kv: kv[0])))
-    files = _kept_files()
-    entry = files.pop(key, None)
+    with _registry_lock:
+        entry = _kept_files().pop(key, None)
     if entry is not None and (entry.directory.closed or (
             item.fileuuid and entry.directory.file.uuid.bytes != bytes(item.fileuuid))):
         _close(entry.directory)  # closed elsewhere, or rewritten since preprocessing
         entry = None
     if entry is None:
         entry = Kept(uproot.open({item.filename: None}, timeout=timeout, **options))
-    files[key] = entry
-    while len(files) > kept:
-        _close(files.popitem(last=False)[1].directory)
+    with _registry_lock:  # (close_all may have emptied the registry meanwhile)
+        files = _kept_files()
+        files[key] = entry
+        entry.reading = True
+        evicted = [files.popitem(last=False)[1] for _ in range(len(files) - kept)]
+    for old in evicted:
+        _close(old.directory)
     return entry
 
 
 def _forget(entry: Kept) -> None:
     """Close and drop ``entry`` (a chunk failed on it: the next one opens it anew)."""
-    files = _kept_files()
-    for key, value in list(files.items()):
-        if value is entry:
-            del files[key]
+    with _registry_lock:
+        files = _kept_files()
+        for key, value in list(files.items()):
+            if value is entry:
+                del files[key]
     _close(entry.directory)
 
 
@@ -192,12 +213,22 @@ def work_function(format, xrootdtimeout, schema, use_dataframes, savemetrics, it
         entry = _open(item, timeout, uproot_options, kept)
     except Exception as e:
         raise Exception(f"Failed to open file: {item!r}. The error was: {e!r}.") from e
+    try:
+        return _work_on(entry, item, schema, metadata, processor_instance, iteritems_options,
+                        cache_function())
+    finally:
+        _done(entry)
+
+
+def _work_on(entry: Kept, item, schema, metadata, processor_instance, iteritems_options,
+             buffer_cache):
+    """``work_function``'s part on the open file ``entry``."""
     # a GPU worker's processor (the executor's _StagedProcessor) builds the events from
     # the factory itself: coffea's host events would be built for nothing
     takes_factory = getattr(processor_instance, "process_nanoevents_factory", None)
     try:
         factory = _factory(entry, item, schema, metadata, iteritems_options, item.preload,
-                           cache_function())
+                           buffer_cache)
         events = None if takes_factory is not None else factory.events()
     except Exception as e:
         _forget(entry)

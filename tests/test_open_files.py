@@ -147,6 +147,39 @@ def test_a_failing_chunk_says_what_runner_says_and_drops_its_file(opens, tmp_pat
     assert not open_files._kept_files()
 
 
+_MIDWAY: dict = {}  # what ClosingMidway saw (the processor reaches the work as a copy)
+
+
+class ClosingMidway(MuonSums):
+    """Closes every kept file in the middle of its chunk, as ``close_files`` can."""
+
+    def process(self, events):
+        (_MIDWAY["entry"],) = open_files._kept_files().values()
+        _MIDWAY["closed"] = open_files.close_all()
+        _MIDWAY["open meanwhile"] = not _MIDWAY["entry"].directory.closed
+        return super().process(events)
+
+
+def test_close_all_during_a_chunk_closes_its_file_when_the_chunk_ends(opens):
+    """``close_all`` (``GPUExecutor.close_files``, between runs) while a chunk reads: the
+    chunk ends with Runner's result on its file, left open until then, and the next chunk
+    opens the file again. Closed under the chunk, the read failed ("file ... is closed",
+    a cancelled copy still running on the H200 host)."""
+    items, work = _runner_work([DY], 20)
+    want = [work(item) for item in items]  # (Runner's function opens the file itself)
+    closing_items, closing_work = work_of([DY], 20, ClosingMidway())
+    opens.clear()
+    out = _kept_open(closing_work, 4)(closing_items[1])
+    assert out["out"] == want[1]["out"]  # read to the end
+    entry = _MIDWAY["entry"]
+    assert _MIDWAY["closed"] == 1 and _MIDWAY["open meanwhile"] and opens == [DY]
+    assert entry.directory.closed and not entry.reading  # closed at the chunk's end
+    assert not open_files._kept_files()
+    assert _kept_open(work, 4)(items[0]) == want[0] and opens == [DY, DY]  # opened anew
+    (reopened,) = open_files._kept_files().values()
+    assert reopened is not entry and not reopened.directory.closed
+
+
 def test_work_kept_open_gives_what_runner_gives_for_metrics_and_compressed_processors():
     items, work = _runner_work([DY], 20, savemetrics=True)
     out = _kept_open(work, 4)(items[0])  # saved metrics: Runner's own function
