@@ -9,7 +9,9 @@
 
 coffea's ``Runner`` copies the executor (``copy(**kw)``) and calls the copy once to read
 the files' metadata and once to process the chunks; each call is
-``executor(items, function, accumulator) -> (accumulator, 0)``.
+``executor(items, function, accumulator) -> (accumulator, 0)``. On the embedded cluster
+the metadata of up to ``METADATA_HERE`` files is read in this process, where a Dask round
+trip would cost more than the read (``GPUExecutor._metadata_here``).
 
 One call: every item (a coffea ``WorkItem``: file, tree, entry range) becomes one Dask
 task whose key names the file and range (``gpuexec.scheduler.keys``), placed on a worker
