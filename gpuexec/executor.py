@@ -1524,6 +1524,7 @@ class GPUExecutor(ExecutorBase):
 
         task = _Task(function, self.compression, {CLIENT_POOL: "cpu"}, inflate=self.inflate)
         units = [_expected_units(item) for item in items]
+
         def read(i: int) -> _Partial:
             return task._outcome(items[i], (i,), CLIENT_POOL, (units[i],), in_client=True)
 

@@ -107,17 +107,21 @@ def _open(item, timeout, uproot_options: dict, kept: int) -> Kept:
     options.setdefault("array_cache", None)
     key = (item.filename, timeout, repr(sorted(options.items(), key=lambda kv: kv[0])))
     with _registry_lock:
-        entry = _kept_files().pop(key, None)
+        entry = _kept_files().get(key)
+        if entry is not None:
+            entry.reading = True  # (from here close_all leaves it to the chunk's end)
     if entry is not None and (entry.directory.closed or (
             item.fileuuid and entry.directory.file.uuid.bytes != bytes(item.fileuuid))):
-        _close(entry.directory)  # closed elsewhere, or rewritten since preprocessing
+        _forget(entry)  # closed elsewhere, or rewritten since preprocessing
         entry = None
     if entry is None:
         entry = Kept(uproot.open({item.filename: None}, timeout=timeout, **options))
     with _registry_lock:  # (close_all may have emptied the registry meanwhile)
         files = _kept_files()
-        files[key] = entry
         entry.reading = True
+        if not entry.closing:  # most recently used last
+            files[key] = entry
+            files.move_to_end(key)
         evicted = [files.popitem(last=False)[1] for _ in range(len(files) - kept)]
     for old in evicted:
         _close(old.directory)
