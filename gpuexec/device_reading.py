@@ -10,9 +10,10 @@ native ones there, with no per-basket Python of uproot's interpretation. ``read_
 reads several columns as one batch (the executor's read-ahead gives it a task's
 columns). A batch of many streams (``NVCOMP_MIN_STREAMS``) is inflated on the device
 instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed and
-one of the device's ``NVCOMP_SLOTS`` is free (or frees within ``NVCOMP_WAIT``). The
-same code runs with numpy as the array module, which is how it is tested against uproot
-without a GPU.
+one of the device's ``NVCOMP_SLOTS`` is free (or frees within ``NVCOMP_WAIT``; with
+``NVCOMP_SHARE`` the host inflates the batch's baskets meanwhile, and a slot that frees
+takes the rest). The same code runs with numpy as the array module, which is how it is
+tested against uproot without a GPU.
 
 What it reads: the three kinds of buffer NanoEvents asks for plain NanoAOD branches
 (coffea's form keys ``B,!load``, ``B,!load,!content``, ``nB,!load,!counts2offsets``):
@@ -75,6 +76,14 @@ NVCOMP_SLOTS = 4
 # 0.36-0.39 s against 0.06-0.12 on nvCOMP, longer than four slots take to pass 14 tasks'
 # batches: 0.4 s, Q6 0.375 s against 0.595 with 0.1 (executor_wait_s30_h200.*).
 NVCOMP_WAIT = 0.4
+# Instead of the wait: a batch that finds every slot taken is inflated on the host from its
+# last basket back, a free slot looked for after each basket; one that frees takes the
+# baskets left to nvCOMP (``_shared_payloads``). Never much slower than the host alone,
+# as fast as nvCOMP when a slot frees at once, whatever the queue: with one wave of GPU
+# tasks a 7-chunk Q8 batch waited up to 0.13 s in the fourth round of the slots where the
+# host would take about 0.08, and Q2's waited where 14 hosts took 22-41 ms side by side
+# (executor_final_s30_h200.*, executor_all_s30_h200.*). Off until measured on the H200.
+NVCOMP_SHARE = False
 
 
 class Unsupported(Exception):
@@ -257,6 +266,7 @@ class _DeviceSlots:
         return slot
 
     def _try(self):
+        """A slot free now, held, or None (``acquire`` without a wait)."""
         for fd, lock in self.files:
             if lock.acquire(blocking=False):
                 try:
@@ -278,17 +288,16 @@ _SLOTS: dict = {}
 _SLOTS_LOCK = threading.Lock()
 
 
-def _nvcomp_slot(cp):
-    """A slot for one nvCOMP call on the current device (``_DeviceSlots.acquire``, waiting
-    up to ``NVCOMP_WAIT``), or True when ``NVCOMP_SLOTS`` is 0 (no limit)."""
+def _device_slots(cp) -> _DeviceSlots | None:
+    """The current device's nvCOMP slots, or None when ``NVCOMP_SLOTS`` is 0 (no limit)."""
     if NVCOMP_SLOTS <= 0:
-        return True
+        return None
     bus = cp.cuda.Device().pci_bus_id
     with _SLOTS_LOCK:
         slots = _SLOTS.get((bus, NVCOMP_SLOTS))
         if slots is None:
             slots = _SLOTS[bus, NVCOMP_SLOTS] = _DeviceSlots(bus, NVCOMP_SLOTS)
-    return slots.acquire(NVCOMP_WAIT)
+    return slots
 
 
 def stream_equivalents(sizes) -> float:
@@ -342,7 +351,11 @@ def _payloads(baskets: list[Basket], xp, copy):
     streams = stream_equivalents([u for b in baskets for _a, _d, u in b.blocks])
     slot = None
     if all_zlib and inflater(xp, streams) == "nvcomp":
-        slot = _nvcomp_slot(xp)  # None: nvCOMP stayed busy with other batches; the host
+        slots = _device_slots(xp)
+        # None: nvCOMP stayed busy with other batches; the host (True: no limit)
+        slot = True if slots is None else slots.acquire(0.0 if NVCOMP_SHARE else NVCOMP_WAIT)
+        if slot is None and NVCOMP_SHARE:
+            return _shared_payloads(baskets, xp, starts, slots, copy), starts
     if slot is None:
         decompressors = _host_decompressors()
         parts = [_host_payload(b, decompressors) for b in baskets]
@@ -352,6 +365,30 @@ def _payloads(baskets: list[Basket], xp, copy):
         return _nvcomp_payloads(baskets, xp, starts, copy), starts
     finally:
         _DeviceSlots.release(slot)
+
+
+def _shared_payloads(baskets, cp, starts, slots: _DeviceSlots, copy):
+    """``_payloads`` of a batch that found every nvCOMP slot taken (``NVCOMP_SHARE``): the
+    host inflates its baskets from the last back, looking for a free slot after each (a
+    few ``flock`` calls); a slot that frees takes the baskets before them to nvCOMP, and
+    the host's part follows in one copy."""
+    decompressors = _host_decompressors()
+    host_parts = []
+    cut, slot = len(baskets), None
+    while cut > 0 and slot is None:
+        cut -= 1
+        host_parts.append(_host_payload(baskets[cut], decompressors))
+        if cut > 0:
+            slot = slots._try()
+    host_parts.reverse()
+    host = copy(np.concatenate(host_parts)) if host_parts else None
+    if slot is None:  # the host inflated every basket
+        return host if host is not None else copy(np.zeros(0, dtype=np.uint8))
+    try:
+        device = _nvcomp_payloads(baskets[:cut], cp, starts[:cut + 1], copy)
+    finally:
+        _DeviceSlots.release(slot)
+    return device if host is None else cp.concatenate([device, host])
 
 
 def _nvcomp_payloads(baskets, cp, starts, copy):

@@ -660,7 +660,7 @@ class _Task:
                  read_on_device: bool = False, cpu_direct_read: bool = False,
                  read_ahead: bool = False, nvcomp_min_streams: int | None = None,
                  nvcomp_slots: int | None = None, nvcomp_wait: float | None = None,
-                 open_files: int = 0):
+                 nvcomp_share: bool | None = None, open_files: int = 0):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
         # what every pool runs: Runner's work function on files kept open (open_files)
         self.base = _kept_open(self.function, open_files)
@@ -669,7 +669,8 @@ class _Task:
         self.reading = {name: getattr(device_reading, name) if value is None else value
                         for name, value in (("NVCOMP_MIN_STREAMS", nvcomp_min_streams),
                                             ("NVCOMP_SLOTS", nvcomp_slots),
-                                            ("NVCOMP_WAIT", nvcomp_wait))}
+                                            ("NVCOMP_WAIT", nvcomp_wait),
+                                            ("NVCOMP_SHARE", nvcomp_share))}
         # names the processor on the workers, whose direct reads learn its columns
         self.read_ahead = processor_token(self.function) if read_ahead else None
         self.compression = compression
@@ -1149,6 +1150,10 @@ class GPUExecutor(ExecutorBase):
         nvcomp_wait: seconds a batch that finds every nvCOMP slot taken waits for one
             before the host inflates it; None keeps ``gpuexec.device_reading.NVCOMP_WAIT``
             (0.4; 0: the host at once).
+        nvcomp_share: instead of that wait, the host inflates such a batch basket by basket
+            from its end, and a slot that frees takes the baskets left to nvCOMP (never
+            much slower than the host alone, whatever the queue); None keeps
+            ``gpuexec.device_reading.NVCOMP_SHARE`` (False: not yet measured on a GPU).
         open_files: ROOT files each worker thread keeps open between chunks (default
             4; 0: each chunk opens its file, as coffea's executors do): a chunk of a kept
             file starts from its tree's metadata, which uproot otherwise reads and
@@ -1186,6 +1191,7 @@ class GPUExecutor(ExecutorBase):
     nvcomp_min_streams: int | None = None
     nvcomp_slots: int | None = None
     nvcomp_wait: float | None = None
+    nvcomp_share: bool | None = None
     open_files: int = kept_files.KEPT
 
     def __post_init__(self):
@@ -1458,7 +1464,7 @@ class GPUExecutor(ExecutorBase):
                      cpu_direct_read=self.cpu_direct_read, read_ahead=self.read_ahead,
                      nvcomp_min_streams=self.nvcomp_min_streams,
                      nvcomp_slots=self.nvcomp_slots, nvcomp_wait=self.nvcomp_wait,
-                     open_files=self.open_files)
+                     nvcomp_share=self.nvcomp_share, open_files=self.open_files)
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
         progress = None
         if self.status:

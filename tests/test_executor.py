@@ -421,20 +421,22 @@ def nvcomp_settings(_item):
     from gpuexec import device_reading
 
     return {"nvcomp": {(device_reading.NVCOMP_MIN_STREAMS, device_reading.NVCOMP_SLOTS,
-                        device_reading.NVCOMP_WAIT)}}
+                        device_reading.NVCOMP_WAIT, device_reading.NVCOMP_SHARE)}}
 
 
 def test_the_nvcomp_settings_reach_every_task(executor):
-    """nvcomp_min_streams, nvcomp_slots and nvcomp_wait are set in the worker for each
-    task (a worker keeps the last call's values otherwise); None keeps the defaults."""
+    """nvcomp_min_streams, nvcomp_slots, nvcomp_wait and nvcomp_share are set in the worker
+    for each task (a worker keeps the last call's values otherwise); None keeps the
+    defaults."""
     from gpuexec import device_reading
 
-    out, _ = executor.copy(nvcomp_min_streams=9, nvcomp_slots=3, nvcomp_wait=0.25)(
+    out, _ = executor.copy(nvcomp_min_streams=9, nvcomp_slots=3, nvcomp_wait=0.25,
+                           nvcomp_share=not device_reading.NVCOMP_SHARE)(
         list(range(8)), nvcomp_settings, None)
-    assert out == {"nvcomp": {(9, 3, 0.25)}}
+    assert out == {"nvcomp": {(9, 3, 0.25, not device_reading.NVCOMP_SHARE)}}
     out, _ = executor(list(range(8)), nvcomp_settings, None)
     assert out == {"nvcomp": {(device_reading.NVCOMP_MIN_STREAMS, device_reading.NVCOMP_SLOTS,
-                               device_reading.NVCOMP_WAIT)}}
+                               device_reading.NVCOMP_WAIT, device_reading.NVCOMP_SHARE)}}
 
 
 def test_preprocessing_through_the_executor_gives_coffeas_chunks(executor):

@@ -128,3 +128,49 @@ def test_read_many_on_the_device_in_one_batch(multi, inflater):
                     want = cases.expected(branch, a, b)[1]
                 assert isinstance(value, cupy.ndarray) and value.dtype == want.dtype
                 assert np.array_equal(cupy.asnumpy(value), want), (kind, branch.name, a, b)
+
+
+def test_a_batch_shared_between_the_host_and_nvcomp_equals_uproot(multi, monkeypatch,
+                                                                     tmp_path):
+    """``NVCOMP_SHARE`` on the device: a batch finding the one slot taken is inflated on the
+    host from its end until the slot frees (after two baskets here), nvCOMP takes the rest;
+    with the slot never freed the host takes it all. Both equal uproot's values."""
+    import cupy
+    import numpy as np
+    import uproot
+
+    if device_reading.inflater(cupy) != "nvcomp":
+        pytest.skip("nvidia-nvcomp-cu13 is not installed")
+    monkeypatch.setattr(device_reading.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(device_reading, "_SLOTS", {})
+    monkeypatch.setattr(device_reading, "NVCOMP_SLOTS", 1)
+    monkeypatch.setattr(device_reading, "NVCOMP_MIN_STREAMS", 1)
+    monkeypatch.setattr(device_reading, "NVCOMP_SHARE", True)
+    slots = device_reading._device_slots(cupy)
+    given_back = []
+    host_payload = device_reading._host_payload
+    inflated = []
+
+    def counting(basket, decompressors):
+        inflated.append(basket)
+        if len(inflated) == 2 and given_back:
+            device_reading._DeviceSlots.release(given_back.pop())
+        return host_payload(basket, decompressors)
+
+    monkeypatch.setattr(device_reading, "_host_payload", counting)
+    with uproot.open(multi) as f:
+        branch = f["Events"]["Muon_pt"]
+        start, stop = 0, branch.num_entries
+        want = cases.expected(branch, start, stop)[1]
+        for freed in (True, False):
+            held = slots.acquire()
+            assert held is not None
+            if freed:
+                given_back.append(held)
+            inflated.clear()
+            (got,) = device_reading.read_many([("content", branch, start, stop)], cupy)
+            assert np.array_equal(cupy.asnumpy(got), want), freed
+            n = len(device_reading.find_baskets(branch, start, stop))
+            assert len(inflated) == (2 if freed else n)
+            if not freed:
+                device_reading._DeviceSlots.release(held)
