@@ -2,7 +2,9 @@
 pytest run right after .ci/run's, or a developer's rerun) re-checks without recompiling.
 
 The key covers the compiler's identity, the full command line (less output paths) and
-the bytes of every file in the unit's source directory, so any change recompiles.
+the bytes of every file in the unit's source directory, so any change recompiles. The
+source directory's own path is left out of the key (its files' bytes are in it): a
+cache filled in one checkout serves another clone of the same sources.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ CACHE_DIR = os.environ.get("GK_GATES_CACHE", os.path.join(REPO, ".cache", "compi
 
 
 def key(compiler: str, args: list[str], unit: Unit) -> str:
+    # where the checkout lives is not part of what is compiled
+    args = [a.replace(unit.src_dir, "<src>") for a in args]
     h = hashlib.sha256(json.dumps([compiler, args]).encode())
     for name in sorted(os.listdir(unit.src_dir)):
         path = os.path.join(unit.src_dir, name)
