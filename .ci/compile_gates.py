@@ -70,14 +70,21 @@ def gate_amd(rep: Report, arch: str, tmp: str, strategies=None):
     rep.toolchains[arch] = tc.version()
     units = load_units(arch, strategies)
     objs = [os.path.join(tmp, f"{arch}-{i}.co") for i in range(len(units))]
-    for unit, co, (ok, log) in zip(units, objs, _parallel(
-            lambda u, o: amdgpu.compile_unit(tc, u, o), units, objs)):
+
+    def compile_and_read(unit, co):
+        # the code object is read back in the same worker thread: llvm-readelf and
+        # llvm-objdump are processes too (with a warm cache, most of the stage's time)
+        ok, log = amdgpu.compile_unit(tc, unit, co)
+        if not ok:
+            return ok, log, None, None
+        return (ok, log, amdgpu.kernel_metadata(tc.llvm_bin, co),
+                amdgpu.kernel_disassembly(tc.llvm_bin, co))
+
+    for unit, (ok, log, meta, asm) in zip(units, _parallel(compile_and_read, units, objs)):
         where = f"{arch} {unit.label()}"
         if not ok:
             rep.fail(where, "compile failed or warned:\n" + _excerpt(log) + amdgpu.hint(log))
             continue
-        meta = amdgpu.kernel_metadata(tc.llvm_bin, co)
-        asm = amdgpu.kernel_disassembly(tc.llvm_bin, co)
         bad = kernel_set_problems(unit, meta)
         for k in unit.kernels:
             if k not in meta:
