@@ -345,7 +345,8 @@ def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference, m
         killer = threading.Thread(target=kill_when_busy)
         killer.start()
         try:
-            out = runner(ex, chunksize=20)({"TT": [TT]}, SlowOnGPU(0.5), treename="Events")
+            # 5 chunks: the GPU pool runs them one after another, 0.5 s each
+            out = runner(ex, chunksize=40)({"TT": [TT]}, SlowOnGPU(0.5), treename="Events")
         finally:
             killer.join()
         assert killed, "the GPU worker was not killed while it ran chunks"
