@@ -38,9 +38,19 @@ class MuonSums(processor.ProcessorABC):
         return accumulator
 
 
+_preprocessed: dict = {}
+
+
 def _runner_work(paths, chunksize, **runner_options):
-    """(WorkItems, Runner's work function for ``MuonSums``) for ``paths``."""
-    return work_of(paths, chunksize, MuonSums(), **runner_options)
+    """(WorkItems, Runner's work function for ``MuonSums``) for ``paths``. The data
+    samples are preprocessed once for the module (1.2 s for both: their trees hold
+    1500-1600 branches); a file a test writes, every time."""
+    if not set(paths) <= {DY, DIMUON}:
+        return work_of(paths, chunksize, MuonSums(), **runner_options)
+    key = (tuple(paths), chunksize, tuple(sorted(runner_options.items())))
+    if key not in _preprocessed:
+        _preprocessed[key] = work_of(paths, chunksize, MuonSums(), **runner_options)
+    return _preprocessed[key]
 
 
 @pytest.fixture(autouse=True)
