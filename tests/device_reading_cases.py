@@ -78,3 +78,20 @@ def compare_file(path, xp, to_host=lambda a: a) -> int:
                     path, name, start, stop)
                 compared += 1
     return compared
+
+
+def host_baskets_freeing(monkeypatch, after: int, given_back: list) -> list:
+    """The baskets the host inflates from now on, in order (``_host_payload`` counted);
+    once ``after`` of them are done, the nvCOMP slot in ``given_back`` (if any) is given
+    back, as another batch's end would free it (``NVCOMP_SHARE`` tests)."""
+    inflated = []
+    host_payload = device_reading._host_payload
+
+    def counting(basket, decompressors):
+        inflated.append(basket)
+        if len(inflated) == after and given_back:
+            device_reading._DeviceSlots.release(given_back.pop())
+        return host_payload(basket, decompressors)
+
+    monkeypatch.setattr(device_reading, "_host_payload", counting)
+    return inflated

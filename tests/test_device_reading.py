@@ -644,16 +644,7 @@ def test_with_nvcomp_share_the_host_inflates_meanwhile_and_a_freed_slot_takes_th
     (slots,) = device_reading._SLOTS.values()
 
     given_back = [slots.acquire()]  # taken by another batch, freed after two host baskets
-    inflated = []
-    host_payload = device_reading._host_payload
-
-    def counting(basket, decompressors):
-        inflated.append(basket)
-        if len(inflated) == 2 and given_back:
-            device_reading._DeviceSlots.release(given_back.pop())
-        return host_payload(basket, decompressors)
-
-    monkeypatch.setattr(device_reading, "_host_payload", counting)
+    inflated = cases.host_baskets_freeing(monkeypatch, 2, given_back)
     sent.clear()
     got, starts = device_reading._payloads(baskets, _FakeCupy(), np.asarray)
     assert np.array_equal(got, want) and np.array_equal(starts, want_starts)

@@ -147,17 +147,8 @@ def test_a_batch_shared_between_the_host_and_nvcomp_equals_uproot(multi, monkeyp
     monkeypatch.setattr(device_reading, "NVCOMP_MIN_STREAMS", 1)
     monkeypatch.setattr(device_reading, "NVCOMP_SHARE", True)
     slots = device_reading._device_slots(cupy)
-    given_back = []
-    host_payload = device_reading._host_payload
-    inflated = []
-
-    def counting(basket, decompressors):
-        inflated.append(basket)
-        if len(inflated) == 2 and given_back:
-            device_reading._DeviceSlots.release(given_back.pop())
-        return host_payload(basket, decompressors)
-
-    monkeypatch.setattr(device_reading, "_host_payload", counting)
+    given_back = []  # the slot to free after two baskets on the host
+    inflated = cases.host_baskets_freeing(monkeypatch, 2, given_back)
     with uproot.open(multi) as f:
         branch = f["Events"]["Muon_pt"]
         start, stop = 0, branch.num_entries
