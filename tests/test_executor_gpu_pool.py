@@ -287,11 +287,15 @@ def _label(decision) -> str:
 
 def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     fileset = {"TT": [TT]}
-    fast = executor.copy()
+    # GPU tasks of 4 chunks (the default was 4 when this was written): SlowOnGPU's delay is
+    # per task, so with 7-chunk tasks 2 s buys seven chunks, and of 20 chunks the first,
+    # unmeasured placement commits up to 13 to the GPU pool before one is timed (13 slow
+    # against 11 fast, CI dry run of the thirtieth session)
+    fast = executor.copy(gpu_merge=4)
     # a GPU pool clearly faster than the CPU pool, so the baseline does not hang on timing noise
     runner(fast, chunksize=10)(fileset, SlowOnGPU(0.0, cpu_delay=0.3), treename="Events")
     fast_gpu = fast.report.processing.pools.get("gpu", 0)
-    slow = executor.copy()
+    slow = executor.copy(gpu_merge=4)
     # 2 s per GPU chunk: the CPU pool's whole backlog stays shorter than one GPU chunk even
     # on a loaded machine (with 1 s, two test suites at once on 2 cores made a CPU backlog
     # long enough that a GPU slot did finish a chunk earlier, as the policy then says)
