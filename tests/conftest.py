@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, settings
 # collector tracks, and reading the samples' trees (1500-2656 branches) keeps ~100k new
 # objects alive for a while: at CPython's default (a full collection considered every 10
 # generation-1 collections) the suite ran 207 of them, 103 s of its 10 min on 2 cores
-# (half of tests/test_open_files.py's time). Every 100: a tenth as many, and a few
-# hundred MB more at peak. Tests that need a collection call gc.collect() themselves.
+# (half of tests/test_open_files.py's time). Every 100: a quarter as many, 53 s, and
+# ~100 MB more at peak. Tests that need a collection call gc.collect() themselves.
 gc.set_threshold(gc.get_threshold()[0], gc.get_threshold()[1], 100)
 
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".cache", "numba"))
