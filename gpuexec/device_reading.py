@@ -379,7 +379,7 @@ def _shared_payloads(baskets, cp, starts, slots: _DeviceSlots, copy):
         cut -= 1
         host_parts.append(_host_payload(baskets[cut], decompressors))
         if cut > 0:
-            slot = slots._try()
+            slot = slots.acquire()
     host_parts.reverse()
     host = copy(np.concatenate(host_parts)) if host_parts else None
     if slot is None:  # the host inflated every basket

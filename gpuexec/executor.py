@@ -53,7 +53,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -925,11 +925,20 @@ METADATA_HERE = 4
 CLIENT_POOL = "client"  # the report's pool of what ran in the client process
 
 
-def _client_pool():
-    """The client process as the report's pool: one process, a thread per file."""
-    from gpuexec.scheduler.cluster import CPU, WorkerPool
+@dataclass
+class _RanHere:
+    """What ``GPUExecutor._account`` reads of a call's ``_Loop``, for a call run in this
+    process: every item on the client pool, and no Dask (no merged tasks, fallbacks,
+    copies, phases or busy workers)."""
 
-    return WorkerPool(CLIENT_POOL, 1, METADATA_HERE, task_resources={CPU: 1})
+    pool_of: dict
+    task_of: dict = field(default_factory=dict)
+    fallbacks: list = field(default_factory=list)
+    copies: dict = field(default_factory=dict)
+    merge_notes: list = field(default_factory=list)
+    phases: dict = field(default_factory=dict)
+    busy_at_start: dict = field(default_factory=dict)
+    left_running: list = field(default_factory=list)
 
 
 # -------------------------------------------------------------------------- executor
@@ -1495,16 +1504,23 @@ class GPUExecutor(ExecutorBase):
                 raise
             raise explained from err
         reruns = self._reruns(client, run) if ledger else []
-        value = _unpack(result)
         if policy is not None:
             self._shared.placement = policy
         call, mismatch = self._account(items, loop, labels, result, reruns,
                                        time.perf_counter() - started, policy)
+        return self._finish(call, mismatch, _unpack(result), accumulator)
+
+    def _finish(self, call: CallReport, mismatch, value, accumulator, stacklevel: int = 3):
+        """A call's end, once its report is made: recorded, its entry mismatch raised, its
+        skipped chunks warned of and (processing) put in the metrics; the output added to
+        ``accumulator`` (``stacklevel``: of the warning, from here to the executor's
+        caller)."""
         report = self._shared.record(call)
         if mismatch is not None:
             raise mismatch
         if call.skipped:
-            warnings.warn(skipped_warning(call.skipped), SkippedChunksWarning, stacklevel=2)
+            warnings.warn(skipped_warning(call.skipped), SkippedChunksWarning,
+                          stacklevel=stacklevel)
         if call.stage == "processing" and isinstance(value, dict) \
                 and isinstance(value.get("metrics"), dict):
             value["metrics"]["skipped"] = [s.as_dict() for s in report.skipped]
@@ -1541,20 +1557,16 @@ class GPUExecutor(ExecutorBase):
                 with ThreadPoolExecutor(len(items), thread_name_prefix="gpuexec-metadata") as th:
                     parts = list(th.map(read, range(len(items))))
         except Exception as err:
-            raise self._explain(err, items) from err
+            explained = self._explain(err, items)
+            if explained is err:  # (a ChunkError already, its cause kept)
+                raise
+            raise explained from err
         result = _merge(parts, self.compression)
-        loop = _Loop(self, None, {CLIENT_POOL: _client_pool()}, items,
-                     [keys.item_label(item) for item in items], keys.new_run_token(), task,
-                     None, restrict=False, started=started)
-        loop.pool_of = dict.fromkeys(range(len(items)), CLIENT_POOL)
-        call, mismatch = self._account(items, loop, loop.labels, result, [],
-                                       time.perf_counter() - started, None)
-        self._shared.record(call)
-        if mismatch is not None:
-            raise mismatch
-        if call.skipped:
-            warnings.warn(skipped_warning(call.skipped), SkippedChunksWarning, stacklevel=3)
-        return accumulate([_unpack(result)], accumulator), 0
+        call, mismatch = self._account(
+            items, _RanHere(dict.fromkeys(range(len(items)), CLIENT_POOL)),
+            [keys.item_label(item) for item in items], result, [],
+            time.perf_counter() - started, None)
+        return self._finish(call, mismatch, _unpack(result), accumulator, stacklevel=4)
 
     def _explain(self, err: BaseException, items: list) -> BaseException:
         """The error to raise for a failed call, naming the chunk where Dask knows it."""
