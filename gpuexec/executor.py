@@ -64,6 +64,7 @@ from gpuexec import device_reading
 from gpuexec import inflate as inflater
 from gpuexec import open_files as kept_files
 from gpuexec.scheduler import keys
+from gpuexec.scheduler.cluster import PROFILE_INTERVAL
 from gpuexec.scheduler.heap import freeze_once
 from gpuexec.scheduler.placement import BACKUP_TICK, straggler_end
 from gpuexec.scheduler.report import (
@@ -1109,6 +1110,10 @@ class GPUExecutor(ExecutorBase):
         memory_limit: per embedded worker ("auto": a share of the machine's memory).
         dashboard_address: of the embedded cluster (localhost; a busy port is replaced
             by a free one).
+        profile_interval: seconds between the samples of Dask's statistical profiler in
+            the embedded workers (default 0.1; Dask's own is 0.01, and each sample holds
+            the worker's GIL: ``cluster.PROFILE_INTERVAL``); 0: no profiler (the
+            dashboard's Profile page stays empty); None: Dask's configured interval.
         merge_on: where the chunks' outputs are merged: "client" (default: each output is
             fetched into this process when its task completes, in the background, and
             added to the result in chunk order; the last chunk's output is the only
@@ -1188,6 +1193,7 @@ class GPUExecutor(ExecutorBase):
     backups: float | None = 0.5
     memory_limit: str | int | float = "auto"
     dashboard_address: str = "127.0.0.1:8787"
+    profile_interval: float | None = PROFILE_INTERVAL
     merge_on: str = "client"
     treereduction: int = 20
     retries: int = 3
@@ -1220,6 +1226,9 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"nvcomp_slots must be >= 0, got {self.nvcomp_slots}")
         if self.nvcomp_wait is not None and not self.nvcomp_wait >= 0:
             raise ValueError(f"nvcomp_wait must be >= 0 seconds, got {self.nvcomp_wait}")
+        if self.profile_interval is not None and not self.profile_interval >= 0:
+            raise ValueError(f"profile_interval must be >= 0 seconds or None, "
+                             f"got {self.profile_interval!r}")
         if self.open_files < 0:
             raise ValueError(f"open_files must be >= 0, got {self.open_files}")
         if self.window <= 0 or self.gpu_merge < 1:
@@ -1338,7 +1347,8 @@ class GPUExecutor(ExecutorBase):
                                  self.dashboard_address, self.allowed_failures,
                                  gpu_envs=envs, gpu_threads=self._gpu_threads(envs),
                                  gpu_slots=self.gpu_slots, gpu_backend=backend,
-                                 gpu_sharing=self._gpu_sharing(backend, envs))
+                                 gpu_sharing=self._gpu_sharing(backend, envs),
+                                 profile_interval=self.profile_interval)
 
     def _pools(self, client=None) -> dict:
         from gpuexec.scheduler.cluster import CPU, GPU, WorkerPool

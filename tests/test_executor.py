@@ -201,20 +201,28 @@ def test_keys_name_the_chunk_and_group_by_pool():
 def test_embedded_workers_start_without_dasks_malloc_trim_threshold(monkeypatch):
     """Dask's nanny gives workers MALLOC_TRIM_THRESHOLD_=65536, which made an ADL chunk
     1.5x slower (cluster.NANNY_SETTINGS); gpuexec's workers start without it, and keep a
-    value the user set."""
+    value the user set. Their Dask profiler samples every 100 ms (Dask's: 10 ms), or not
+    at all with profile_interval=0."""
+    import dask
 
-    def trim():
-        return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+    def seen():
+        return (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+                dask.config.get("distributed.worker.profile.enabled"),
+                dask.config.get("distributed.worker.profile.interval"))
 
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     spec = ClusterSpec.local(1, 1, dashboard_address="127.0.0.1:0")
     try:
-        assert set(shared_client(spec, announce=None).run(trim).values()) == {None}
+        assert set(shared_client(spec, announce=None).run(seen).values()) == {
+            (None, True, "100ms")}
     finally:
         close_shared(spec)
+    assert dask.config.get("distributed.worker.profile.interval") == "10ms"  # here: Dask's
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1048576")
+    spec = ClusterSpec.local(1, 1, dashboard_address="127.0.0.1:0", profile_interval=0)
     try:
-        assert set(shared_client(spec, announce=None).run(trim).values()) == {"1048576"}
+        assert set(shared_client(spec, announce=None).run(seen).values()) == {
+            ("1048576", False, "10ms")}
     finally:
         close_shared(spec)
 
@@ -226,11 +234,19 @@ def test_the_deploy_worker_command_applies_the_same_nanny_settings(monkeypatch):
     from gpuexec.scheduler import worker_cli
 
     seen = {}
+    monkeypatch.delenv("DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL", raising=False)
     monkeypatch.setattr(dask_worker, "main", lambda: seen.update(
-        dask.config.get("distributed.nanny.pre-spawn-environ")))
+        dask.config.get("distributed.nanny.pre-spawn-environ"),
+        interval=dask.config.get("distributed.worker.profile.interval")))
     worker_cli.main()
     assert seen.get("MALLOC_TRIM_THRESHOLD_", "absent") is None
+    assert seen["interval"] == "100ms"
     assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
+    # an interval the Slurm script's environment sets is kept
+    monkeypatch.setenv("DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL", "20ms")
+    with dask.config.set({"distributed.worker.profile.interval": "20ms"}):
+        worker_cli.main()
+    assert seen["interval"] == "20ms"
 
 
 def test_cluster_spec_lists_pools_with_resources_env_and_threads():
