@@ -60,6 +60,24 @@ def run_query(executor, number: int | str, paths: list[str], chunksize: int,
     return time.perf_counter() - start, out
 
 
+def busy_cores(window: float = 0.05) -> float:
+    """Cores this host kept busy over the next ``window`` seconds (from /proc/stat; 0.0
+    where it cannot be read)."""
+    def ticks() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            fields = [int(f) for f in stat.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+
+    try:
+        total0, idle0 = ticks()
+        time.sleep(window)
+        total1, idle1 = ticks()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    total = total1 - total0
+    return (total - (idle1 - idle0)) / total * (os.cpu_count() or 1) if total else 0.0
+
+
 def process_cpu_seconds() -> float:
     """CPU time of this (the client's) process so far: what the executor's own side of
     a run takes from the cores its workers run on."""
@@ -304,10 +322,15 @@ def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
     per worker thread, as a run on files new to the cluster does."""
     if name not in ("dask", "futures"):
         ex.close_files()
+    # the cores busy just before: every executor stays open through a run, and the idle
+    # ones' clusters (heartbeats, monitors, Dask's profiler) load the host while another
+    # runs (2-4 of the H200 host's 16 cores with five executors open; a wait for the host
+    # to fall quiet timed out at 3 s before every run)
+    busy = round(busy_cores(0.1), 2)
     cpu_before = process_cpu_seconds()
     seconds, out = run_query(ex, number, paths, chunksize)
     entry = {"seconds": seconds, "events_per_s": out["n_events"] / seconds,
-             "client_cpu_s": process_cpu_seconds() - cpu_before}
+             "client_cpu_s": process_cpu_seconds() - cpu_before, "busy_cores": busy}
     if name not in ("dask", "futures"):
         call = ex.report.processing
         # the wall time's other parts: Runner's preprocessing call (one task per file)
@@ -323,6 +346,7 @@ def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
                       "left_running": len(call.left_running),
                       "busy_at_start": call.busy_at_start})
         entry["tasks"] = task_runs(call.runs)
+        entry["slowest_task_s"] = max((t["seconds"] for t in entry["tasks"]), default=None)
         if name.startswith("placement") and ex.placement is not None:
             entry["placement"] = ex.placement.summary()
             entry["decisions"] = ex.placement.decisions()
@@ -346,15 +370,15 @@ def task_runs(runs) -> list[dict]:
 
 
 def median(timed: list[dict]) -> dict:
-    """The median run, whole, with every run's seconds (in the order they ran) and, on
-    GPUExecutor, its copies."""
+    """The median run, whole, with every run's seconds (in the order they ran), the
+    host's busy cores before it and, on GPUExecutor, its copies."""
     entry = dict(sorted(timed, key=lambda e: e["seconds"])[len(timed) // 2])
     if len(timed) > 1:
         entry["repeats_seconds"] = [e["seconds"] for e in timed]
-        if "backups" in entry:  # what copies did in each run, and what they left behind
-            entry["repeats"] = [{k: e[k] for k in ("seconds", "backups", "backups_counted",
-                                                   "left_running", "busy_at_start")}
-                                for e in timed]
+        # on GPUExecutor: what copies did in each run, and what they left behind
+        kept = ("seconds", "busy_cores", "slowest_task_s", "backups",
+                "backups_counted", "left_running", "busy_at_start")
+        entry["repeats"] = [{k: e[k] for k in kept if k in e} for e in timed]
     return entry
 
 
