@@ -64,7 +64,7 @@ from gpuexec import device_reading
 from gpuexec import inflate as inflater
 from gpuexec import open_files as kept_files
 from gpuexec.scheduler import keys
-from gpuexec.scheduler.cluster import PROFILE_INTERVAL
+from gpuexec.scheduler.cluster import PROFILE_INTERVAL, check_profile_interval
 from gpuexec.scheduler.heap import freeze_once
 from gpuexec.scheduler.placement import BACKUP_TICK, straggler_end
 from gpuexec.scheduler.report import (
@@ -1226,9 +1226,7 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"nvcomp_slots must be >= 0, got {self.nvcomp_slots}")
         if self.nvcomp_wait is not None and not self.nvcomp_wait >= 0:
             raise ValueError(f"nvcomp_wait must be >= 0 seconds, got {self.nvcomp_wait}")
-        if self.profile_interval is not None and not self.profile_interval >= 0:
-            raise ValueError(f"profile_interval must be >= 0 seconds or None, "
-                             f"got {self.profile_interval!r}")
+        check_profile_interval(self.profile_interval)
         if self.open_files < 0:
             raise ValueError(f"open_files must be >= 0, got {self.open_files}")
         if self.window <= 0 or self.gpu_merge < 1:

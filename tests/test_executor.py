@@ -351,6 +351,9 @@ def test_copies_share_the_report_and_settings():
         GPUExecutor(open_files=-2)
     with pytest.raises(ValueError, match="gpu_sync"):
         GPUExecutor(gpu_sync="sleep")
+    with pytest.raises(ValueError, match="profile_interval"):
+        GPUExecutor(profile_interval=-0.1)
+    assert GPUExecutor(profile_interval=0, cpu_workers=1).cluster_spec().profile_interval == 0
 
 
 # ------------------------------------------------------------------- on a cluster

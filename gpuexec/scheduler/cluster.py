@@ -39,16 +39,23 @@ NANNY_SETTINGS = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 
 
 # Dask's statistical profiler wakes in every worker each 10 ms to walk the stacks of its
 # threads, holding the GIL. gpuexec's workers sample every 100 ms: the dashboard's Profile
-# page stays, coarser. 2-core dev VM, ADL Q8 on 1M events, medians of 5, two rounds:
+# page stays, coarser. H200 host, 14 GPU + 2 CPU workers, medians of 5 in turns: ADL Q8
+# 0.268 s against 0.287 at 10 ms, Q6 0.450 against 0.484. 2-core dev VM, Q8 on 1M events:
 # coffea's DaskExecutor 1.47/1.12 s at 10 ms, 1.03/0.85 s at 100 ms, 1.04/1.04 s without
 # the profiler; an idle 16-worker LocalCluster kept 0.7 cores busy, 0.5 without it
 # (docs/executor.md).
 PROFILE_INTERVAL = 0.1
 
 
+def check_profile_interval(interval: float | None) -> None:
+    if interval is not None and not interval >= 0:
+        raise ValueError(f"profile_interval must be >= 0 seconds or None, got {interval!r}")
+
+
 def profile_settings(interval: float | None) -> dict:
     """Dask settings for the profiler of the workers a nanny starts: sampling every
     ``interval`` seconds (0: off; None: Dask's configured interval)."""
+    check_profile_interval(interval)
     if interval is None:
         return {}
     if interval == 0:
@@ -156,9 +163,7 @@ class ClusterSpec:
     def __post_init__(self):
         if self.gpu_sharing not in ("none", "mps"):
             raise ValueError(f"gpu_sharing is 'none' or 'mps', got {self.gpu_sharing!r}")
-        if self.profile_interval is not None and not self.profile_interval >= 0:
-            raise ValueError(f"profile_interval must be >= 0 seconds or None, "
-                             f"got {self.profile_interval!r}")
+        check_profile_interval(self.profile_interval)
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ValueError(f"pool names must be unique, got {names}")
