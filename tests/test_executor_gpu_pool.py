@@ -298,8 +298,11 @@ def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     # unmeasured placement commits up to 13 to the GPU pool before one is timed (13 slow
     # against 11 fast, CI dry run of the thirtieth session)
     fast = executor.copy(gpu_merge=4)
-    # a GPU pool clearly faster than the CPU pool, so the baseline does not hang on timing noise
-    runner(fast, chunksize=10)(fileset, SlowOnGPU(0.0, cpu_delay=0.3), treename="Events")
+    # a GPU pool clearly faster than the CPU pool, so the baseline does not hang on timing
+    # noise: 1 s per CPU chunk (with 0.3 s, the fast run put only 8 of 20 chunks on the GPU
+    # pool in a CI dry run with another test run on the VM, as many as the slow run's first,
+    # unmeasured placement; 17-19 alone or beside two busy loops, and 19 with 1 s)
+    runner(fast, chunksize=10)(fileset, SlowOnGPU(0.0, cpu_delay=1.0), treename="Events")
     fast_gpu = fast.report.processing.pools.get("gpu", 0)
     slow = executor.copy(gpu_merge=4)
     # 2 s per GPU chunk: the CPU pool's whole backlog stays shorter than one GPU chunk even
