@@ -60,22 +60,12 @@ def run_query(executor, number: int | str, paths: list[str], chunksize: int,
     return time.perf_counter() - start, out
 
 
-def busy_cores(window: float = 0.05) -> float:
-    """Cores this host kept busy over the next ``window`` seconds (from /proc/stat; 0.0
-    where it cannot be read)."""
-    def ticks() -> tuple[int, int]:
-        with open("/proc/stat") as stat:
-            fields = [int(f) for f in stat.readline().split()[1:]]
-        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+def busy_cores(window: float) -> float:
+    """Cores this host kept busy over the next ``window`` seconds (psutil: all but idle
+    and iowait time)."""
+    import psutil
 
-    try:
-        total0, idle0 = ticks()
-        time.sleep(window)
-        total1, idle1 = ticks()
-    except (OSError, ValueError, IndexError):
-        return 0.0
-    total = total1 - total0
-    return (total - (idle1 - idle0)) / total * (os.cpu_count() or 1) if total else 0.0
+    return psutil.cpu_percent(interval=window) / 100 * psutil.cpu_count()
 
 
 def process_cpu_seconds() -> float:

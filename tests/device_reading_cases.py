@@ -39,23 +39,21 @@ def ranges(branch, seed: int = 0) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out if 0 <= a <= b <= n]
 
 
-def expected(branch, start, stop):
-    """uproot's values of entries [start, stop): flat, or a jagged branch's content."""
+def _uproot(branch, start=None, stop=None):
+    """uproot's values of entries [start, stop) as (kind, values, offsets): a flat
+    branch's values (offsets None), or a jagged branch's content and its offsets from 0."""
     arr = branch.array(entry_start=start, entry_stop=stop, library="ak")
     if isinstance(arr.layout, ak.contents.ListOffsetArray):
-        return "content", ak.to_numpy(ak.flatten(arr))
-    return "flat", ak.to_numpy(arr)
-
-
-def _whole(branch):
-    """uproot's values of the whole branch as (kind, values, offsets or None): the values
-    of entries [start, stop) are then ``values[start:stop]``, or for a jagged branch's
-    content ``values[offsets[start]:offsets[stop]]``, what ``expected`` gives for the
-    range (one uproot read per branch instead of one per range: most of the time)."""
-    arr = branch.array(library="ak")
-    if isinstance(arr.layout, ak.contents.ListOffsetArray):
-        return "content", ak.to_numpy(arr.layout.content), np.asarray(arr.layout.offsets)
+        offsets = np.asarray(arr.layout.offsets)
+        content = ak.to_numpy(arr.layout.content)[offsets[0]:offsets[-1]]
+        return "content", content, offsets - offsets[0]
     return "flat", ak.to_numpy(arr), None
+
+
+def expected(branch, start, stop):
+    """uproot's values of entries [start, stop): flat, or a jagged branch's content."""
+    kind, values, _offsets = _uproot(branch, start, stop)
+    return kind, values
 
 
 def compare_file(path, xp, to_host=lambda a: a) -> int:
@@ -66,7 +64,8 @@ def compare_file(path, xp, to_host=lambda a: a) -> int:
         tree = f["Events"]
         for name in tree.keys():
             branch = tree[name]
-            kind, values, offsets = _whole(branch)
+            # one uproot read per branch (most of the time), each range a slice of it
+            kind, values, offsets = _uproot(branch)
             for start, stop in ranges(branch):
                 want = (values[start:stop] if offsets is None
                         else values[offsets[start]:offsets[stop]])
