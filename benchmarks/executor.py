@@ -109,10 +109,17 @@ def coffea_executor(name: str, cores: int, inflate: str = "auto"):
         finally:
             pool.shutdown(wait=True)
         return
+    import dask
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=cores, threads_per_worker=1, dashboard_address=None,
-                      processes=True) as cluster, Client(cluster) as client:
+    from gpuexec.scheduler.cluster import worker_settings
+
+    # the Dask settings of GPUExecutor's cluster (no MALLOC_TRIM_THRESHOLD_, Dask's timers
+    # and profiler slowed): the same tuning for both, and an idle coffea cluster costs the
+    # host while another executor runs what an idle GPUExecutor cluster does
+    with dask.config.set(worker_settings()), \
+            LocalCluster(n_workers=cores, threads_per_worker=1, dashboard_address=None,
+                         processes=True) as cluster, Client(cluster) as client:
         client.run(inflater.use, inflate)
         yield processor.DaskExecutor(client=client, status=False)
 
@@ -164,6 +171,7 @@ def gpuexec_executor(mode: str, args):
 def main(argv=None) -> int:
     from gpuexec import GPUExecutor, inflate
     from gpuexec.kernels.gpu.runtime import SYNC_MODES
+    from gpuexec.scheduler.cluster import worker_settings
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=5_000_000)
@@ -242,7 +250,9 @@ def main(argv=None) -> int:
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "gpu_sync": args.gpu_sync,
                "merge_on": args.merge_on or GPUExecutor.merge_on,
-               "inflate": inflate.resolve(args.inflate), "queries": {}}
+               "inflate": inflate.resolve(args.inflate),
+               # of every Dask cluster here: GPUExecutor's and coffea's DaskExecutor's
+               "dask_settings": worker_settings(), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
         # runs before these settings existed
@@ -314,8 +324,9 @@ def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
         ex.close_files()
     # the cores busy just before: every executor stays open through a run, and the idle
     # ones' clusters (heartbeats, monitors, Dask's profiler) load the host while another
-    # runs (2-4 of the H200 host's 16 cores with five executors open; a wait for the host
-    # to fall quiet timed out at 3 s before every run)
+    # runs (2-4 of the H200 host's 16 cores with five executors open and Dask's own timer
+    # intervals, 0.4-1.1 with cluster.HOUSEKEEPING's; a wait for the host to fall quiet
+    # timed out at 3 s before every run)
     busy = round(busy_cores(0.1), 2)
     cpu_before = process_cpu_seconds()
     seconds, out = run_query(ex, number, paths, chunksize)

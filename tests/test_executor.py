@@ -202,27 +202,36 @@ def test_embedded_workers_start_without_dasks_malloc_trim_threshold(monkeypatch)
     """Dask's nanny gives workers MALLOC_TRIM_THRESHOLD_=65536, which made an ADL chunk
     1.5x slower (cluster.NANNY_SETTINGS); gpuexec's workers start without it, and keep a
     value the user set. Their Dask profiler samples every 100 ms (Dask's: 10 ms), or not
-    at all with profile_interval=0."""
+    at all with profile_interval=0; their event-loop tick and system monitor run every
+    200 ms and 1 s (Dask's: 20 ms and 500 ms, cluster.HOUSEKEEPING) unless Dask's
+    configuration sets another interval."""
     import dask
 
-    def seen():
+    def seen(dask_worker):
         return (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
                 dask.config.get("distributed.worker.profile.enabled"),
-                dask.config.get("distributed.worker.profile.interval"))
+                dask.config.get("distributed.worker.profile.interval"),
+                # the timers as the worker runs them, in ms
+                dask_worker.periodic_callbacks["tick"].callback_time,
+                dask_worker.periodic_callbacks["monitor"].callback_time)
 
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     spec = ClusterSpec.local(1, 1, dashboard_address="127.0.0.1:0")
     try:
-        assert set(shared_client(spec, announce=None).run(seen).values()) == {
-            (None, True, "100ms")}
+        client = shared_client(spec, announce=None)
+        assert set(client.run(seen).values()) == {(None, True, "100ms", 200, 1000)}
+        assert client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.periodic_callbacks["tick"].callback_time) == 200
     finally:
         close_shared(spec)
     assert dask.config.get("distributed.worker.profile.interval") == "10ms"  # here: Dask's
+    assert dask.config.get("distributed.admin.tick.interval") == "20ms"
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1048576")
     spec = ClusterSpec.local(1, 1, dashboard_address="127.0.0.1:0", profile_interval=0)
     try:
-        assert set(shared_client(spec, announce=None).run(seen).values()) == {
-            ("1048576", False, "10ms")}
+        with dask.config.set({"distributed.admin.tick.interval": "50ms"}):  # the user's
+            client = shared_client(spec, announce=None)
+        assert set(client.run(seen).values()) == {("1048576", False, "10ms", 50, 1000)}
     finally:
         close_shared(spec)
 
@@ -237,10 +246,13 @@ def test_the_deploy_worker_command_applies_the_same_nanny_settings(monkeypatch):
     monkeypatch.delenv("DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL", raising=False)
     monkeypatch.setattr(dask_worker, "main", lambda: seen.update(
         dask.config.get("distributed.nanny.pre-spawn-environ"),
-        interval=dask.config.get("distributed.worker.profile.interval")))
+        interval=dask.config.get("distributed.worker.profile.interval"),
+        tick=dask.config.get("distributed.admin.tick.interval"),
+        monitor=dask.config.get("distributed.admin.system-monitor.interval")))
     worker_cli.main()
     assert seen.get("MALLOC_TRIM_THRESHOLD_", "absent") is None
     assert seen["interval"] == "100ms"
+    assert (seen["tick"], seen["monitor"]) == ("200ms", "1s")
     assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
     # an interval the Slurm script's environment sets is kept
     monkeypatch.setenv("DASK_DISTRIBUTED__WORKER__PROFILE__INTERVAL", "20ms")

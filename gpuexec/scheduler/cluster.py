@@ -47,6 +47,34 @@ NANNY_SETTINGS = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": 
 PROFILE_INTERVAL = 0.1
 
 
+# Dask's housekeeping timers in every worker, nanny and scheduler: the event-loop health
+# check each 20 ms (it only measures: the "event loop unresponsive" warning fires after
+# 3 s whatever the interval) and the system monitor (CPU and memory for the dashboard)
+# each 500 ms. gpuexec's processes tick every 200 ms and sample every second. They are
+# what an idle cluster costs: 2-core dev VM, an idle 16-worker LocalCluster (profiler at
+# 100 ms) 0.65 busy cores with Dask's timers, 0.26 with these; on the H200 host, with the
+# benchmark's five executors open, the cores busy before a run fell from 1.6-4.4 to
+# 0.4-1.1 and ADL Q8 ran at 3.29x futures instead of 2.32-2.90x (docs/executor.md).
+HOUSEKEEPING = {"distributed.admin.tick.interval": "200ms",
+                "distributed.admin.system-monitor.interval": "1s"}
+
+
+def housekeeping_settings() -> dict:
+    """HOUSEKEEPING for each timer still at Dask's shipped default: an interval set in
+    Dask's configuration (a YAML file, a DASK_* variable) to another value is kept."""
+    import dask
+    from distributed.config import defaults
+
+    return {key: value for key, value in HOUSEKEEPING.items()
+            if dask.config.get(key) == dask.config.get(key, config=defaults)}
+
+
+def worker_settings(profile_interval: float | None = PROFILE_INTERVAL) -> dict:
+    """Every Dask setting gpuexec's embedded cluster starts its processes with (nanny,
+    housekeeping, profiler); the executor benchmark gives coffea's Dask cluster the same."""
+    return {**NANNY_SETTINGS, **housekeeping_settings(), **profile_settings(profile_interval)}
+
+
 def check_profile_interval(interval: float | None) -> None:
     if interval is not None and not interval >= 0:
         raise ValueError(f"profile_interval must be >= 0 seconds or None, got {interval!r}")
@@ -235,8 +263,8 @@ def start_cluster(spec: ClusterSpec, gpu_env: dict | None = None):
     }}
     import dask
 
-    settings = {**NANNY_SETTINGS, **profile_settings(spec.profile_interval)}
-    with dask.config.set(settings):  # read by each Nanny as it is made, here
+    # read by the scheduler and each Nanny as they are made, here
+    with dask.config.set(worker_settings(spec.profile_interval)):
         cluster = SpecCluster(workers=spec.worker_specs(gpu_env), scheduler=scheduler,
                               silence_logs=logging.WARNING, name="gpuexec")
     # the scheduler runs in this process: how many worker deaths a task may witness
