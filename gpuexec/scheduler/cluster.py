@@ -54,7 +54,9 @@ PROFILE_INTERVAL = 0.1
 # what an idle cluster costs: 2-core dev VM, an idle 16-worker LocalCluster (profiler at
 # 100 ms) 0.65 busy cores with Dask's timers, 0.26 with these; on the H200 host, with the
 # benchmark's five executors open, the cores busy before a run fell from 1.6-4.4 to
-# 0.4-1.1 and ADL Q8 ran at 3.29x futures instead of 2.32-2.90x (docs/executor.md).
+# 0.4-2.7 (mostly below 1.5) and ADL Q8 ran at 3.06-3.29x futures in three calls instead
+# of 2.32-2.90x (docs/executor.md). The memory monitor (100 ms) is left alone: it pauses,
+# spills and restarts a worker that grows.
 HOUSEKEEPING = {"distributed.admin.tick.interval": "200ms",
                 "distributed.admin.system-monitor.interval": "1s"}
 
