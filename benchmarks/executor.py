@@ -17,7 +17,8 @@ a warm-up over one chunk per core. ``--queries 1,2,3,4`` then ``--queries 5,6,7,
 ``--executor-budget SECONDS`` bounds each executor's share of a call (a query left when it
 is spent is recorded as not run: coffea's FuturesExecutor once took a whole call's share).
 ``--queries 8,8r`` also times Q8's columns read and nothing computed: the reading floor
-under Q8's time on each executor.
+under Q8's time on each executor. The JSON is written after each query (each round with
+``--alternate``), so a run stopped by ``timeout`` or Ctrl-C keeps what it measured.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import io
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -225,6 +227,9 @@ def main(argv=None) -> int:
                         help="JSON of an earlier run (other queries, same machine and input) "
                              "to merge: device time comes in 30-minute sessions")
     args = parser.parse_args(argv)
+    # `timeout` (how a device call bounds a run) sends SIGTERM: unwind as on Ctrl-C, so
+    # the clusters close and what was measured is saved
+    signal.signal(signal.SIGTERM, _interrupted)
     # coffea's executors run one task per worker process (Dask: one thread each; futures:
     # one process per core): numba's kernels in them get one thread each, as gpuexec's
     # CPU workers do (their pool sets its own count). Left at numba's default, every
@@ -286,9 +291,10 @@ def main(argv=None) -> int:
                     run_query(ex, number, paths, chunksize, maxchunks=warm)
                     rows[number][name] = median([timed_run(name, ex, number, paths, chunksize)
                                                  for _ in range(max(1, args.repeat))])
+                    save(args.out, results)
             print(f"{name}: {time.perf_counter() - start:.0f} s for queries {args.queries}",
                   flush=True)
-            save(args.out, results)  # what is measured survives a run cut short
+            save(args.out, results)  # with the queries its budget left unrun
     for number, row in rows.items():
         measured = {k for k, v in row.items() if isinstance(v, dict) and "makespan" in v}
         if {"placement", "all-cpu", "all-gpu"} <= measured:
@@ -298,6 +304,10 @@ def main(argv=None) -> int:
     save(args.out, results)
     print(f"written {args.out}")
     return 0
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def opened(name: str, args):
@@ -388,7 +398,8 @@ def alternate(executors: list[str], queries: list, rows: dict, paths, chunksize:
     """Every executor open at once (GPUExecutor modes of the same pools share one
     cluster); per query, each is warmed, then the timed runs take turns, the order
     rotated each round, so that no executor always runs first or right after
-    another. ``saved`` is called after each query (a run cut short keeps those)."""
+    another. ``saved`` is called after each round (a run cut short keeps its medians so
+far)."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
         opened_ = {name: stack.enter_context(opened(name, args)) for name in executors}
@@ -403,8 +414,10 @@ def alternate(executors: list[str], queries: list, rows: dict, paths, chunksize:
                     entry = timed_run(name, opened_[name], number, paths, chunksize)
                     entry["round"] = r
                     timed[name].append(entry)
-            for name in executors:
-                rows[number][name] = median(timed[name])
+                # each round's medians saved: a run stopped by its time limit keeps them
+                for name in executors:
+                    rows[number][name] = median(timed[name])
+                saved()
             print(f"Q{number}: " + ", ".join(f"{n} {rows[number][n]['seconds']:.3f} s"
                                              for n in executors), file=sys.stderr, flush=True)
             saved()
