@@ -335,8 +335,8 @@ def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
     # the cores busy just before: every executor stays open through a run, and the idle
     # ones' clusters (heartbeats, monitors, Dask's profiler) load the host while another
     # runs (2-4 of the H200 host's 16 cores with five executors open and Dask's own timer
-    # intervals, 0.4-2.7, mostly below 1.5, with cluster.HOUSEKEEPING's; a wait for the host to fall quiet
-    # timed out at 3 s before every run)
+    # intervals, 0.4-2.7, mostly below 1.5, with cluster.HOUSEKEEPING's; a wait for the
+    # host to fall quiet timed out at 3 s before every run)
     busy = round(busy_cores(0.1), 2)
     cpu_before = process_cpu_seconds()
     seconds, out = run_query(ex, number, paths, chunksize)
