@@ -398,8 +398,8 @@ def alternate(executors: list[str], queries: list, rows: dict, paths, chunksize:
     """Every executor open at once (GPUExecutor modes of the same pools share one
     cluster); per query, each is warmed, then the timed runs take turns, the order
     rotated each round, so that no executor always runs first or right after
-    another. ``saved`` is called after each round (a run cut short keeps its medians so
-far)."""
+    another. ``saved`` is called after each round (a run cut short keeps its medians
+    so far)."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
         opened_ = {name: stack.enter_context(opened(name, args)) for name in executors}
@@ -420,7 +420,6 @@ far)."""
                 saved()
             print(f"Q{number}: " + ", ".join(f"{n} {rows[number][n]['seconds']:.3f} s"
                                              for n in executors), file=sys.stderr, flush=True)
-            saved()
 
 
 def generate(folder: str, events: int, files: int,
