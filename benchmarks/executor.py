@@ -386,7 +386,8 @@ def median(timed: list[dict]) -> dict:
     entry = dict(sorted(timed, key=lambda e: e["seconds"])[len(timed) // 2])
     if len(timed) > 1:
         entry["repeats_seconds"] = [e["seconds"] for e in timed]
-        # on GPUExecutor: what copies did in each run, and what they left behind
+        # each run's host load and, on GPUExecutor, slowest task and what copies did and
+        # left behind
         kept = ("seconds", "busy_cores", "slowest_task_s", "backups",
                 "backups_counted", "left_running", "busy_at_start")
         entry["repeats"] = [{k: e[k] for k in kept if k in e} for e in timed]

@@ -64,8 +64,8 @@ def memory_share(cores: int) -> int:
 
 
 def worker_command(args, name: str, threads: int, resources: str, cores: int) -> list[str]:
-    # distributed's `dask worker`, with gpuexec's nanny settings (no MALLOC_TRIM_THRESHOLD_,
-    # Dask's profiler every 100 ms)
+    # distributed's `dask worker`, with the Dask settings of gpuexec's embedded cluster
+    # (gpuexec/scheduler/worker_cli.py)
     cmd = [sys.executable, "-m", "gpuexec.scheduler.worker_cli",
            "--scheduler-file", args.scheduler_file,
            "--name", name, "--nthreads", str(threads), "--nworkers", "1",

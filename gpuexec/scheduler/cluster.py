@@ -61,14 +61,19 @@ HOUSEKEEPING = {"distributed.admin.tick.interval": "200ms",
                 "distributed.admin.system-monitor.interval": "1s"}
 
 
-def housekeeping_settings() -> dict:
-    """HOUSEKEEPING for each timer still at Dask's shipped default: an interval set in
-    Dask's configuration (a YAML file, a DASK_* variable) to another value is kept."""
+def unless_configured(settings: dict) -> dict:
+    """``settings`` for each key still at Dask's shipped default: a value set in Dask's
+    configuration (a YAML file, a DASK_* variable) to something else is kept."""
     import dask
     from distributed.config import defaults
 
-    return {key: value for key, value in HOUSEKEEPING.items()
-            if dask.config.get(key) == dask.config.get(key, config=defaults)}
+    return {key: value for key, value in settings.items()
+            if dask.config.get(key, None) == dask.config.get(key, None, config=defaults)}
+
+
+def housekeeping_settings() -> dict:
+    """HOUSEKEEPING for each timer Dask's configuration leaves at Dask's default."""
+    return unless_configured(HOUSEKEEPING)
 
 
 def worker_settings(profile_interval: float | None = PROFILE_INTERVAL) -> dict:
