@@ -293,9 +293,7 @@ class GPUBackend(Backend):
         # (strategies.py): kernels of the naive unit, launched one thread per list
         per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
-        hybrid = per_list_plan.launch_of("hybrid", op.device)
-        hybrid_block = hybrid.block  # its own size
-        hybrid_blocks = 2 if hybrid.roles else 1  # blocks per block of lists
+        hybrid_block = per_list_plan.launch_of("hybrid", op.device).block  # its own size
         choose_per_list = self.plan.per_list_chooser(op.device, dt)
         per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
 
@@ -303,11 +301,9 @@ class GPUBackend(Backend):
             entry = per_list_launch.get(role)
             if entry is None:
                 name = f"gk_{op.device}_{dt}_{role}"
-                by_list = role in ("hybrid", "staged")
                 entry = per_list_launch[role] = (
                     name, self._functions(op, per_list_plan)[name],
-                    hybrid_block if by_list else per_list_block,
-                    hybrid_blocks if by_list else 1)
+                    hybrid_block if role in ("hybrid", "staged") else per_list_block)
             return entry
 
         def max_waves(fn):
@@ -359,8 +355,8 @@ class GPUBackend(Backend):
                               c_ident, c_out, c_empty))
                 return (out, empty) if with_empty else out
             if per_list_role is not None:
-                per_list_name, fn, block, blocks = per_list_entry(per_list_role)
-                self._launch(per_list_name, fn, -(-n // block) * blocks, block,
+                per_list_name, fn, block = per_list_entry(per_list_role)
+                self._launch(per_list_name, fn, -(-n // block), block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, 0,
                               c_ident, c_out, c_empty))
                 return (out, empty) if with_empty else out

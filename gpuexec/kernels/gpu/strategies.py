@@ -131,12 +131,6 @@ class Launch:
     stage_bytes: int = 4096
     stage_min: int = 16
     stage_max: int = 96
-    # hybrid: two blocks per block of batches, one for their short lists and one for the
-    # longer ones (the grid doubles)
-    roles: int = 0
-    # hybrid, with lane_fold and interleave: the lists the whole wave streams are read as
-    # one run of vectors, a tile holding the end of one and the start of the next
-    concat: int = 0
 
     def __post_init__(self):
         if self.block % 64 or not 64 <= self.block <= 1024:
@@ -145,10 +139,6 @@ class Launch:
             raise ValueError(f"item_bytes must be 16, 32, 64 or 128, got {self.item_bytes}")
         if self.lane_fold not in (0, 1):
             raise ValueError(f"lane_fold must be 0 or 1, got {self.lane_fold}")
-        if self.roles not in (0, 1):
-            raise ValueError(f"roles must be 0 or 1, got {self.roles}")
-        if self.concat not in (0, 1):
-            raise ValueError(f"concat must be 0 or 1, got {self.concat}")
         if self.interleave not in (0, 1):
             raise ValueError(f"interleave must be 0 or 1, got {self.interleave}")
         if self.short_batch not in (1, 2, 4, 8):
@@ -715,8 +705,6 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_INTERLEAVE"] = hyb.interleave
         defines["GK_HYBRID_SHORT_BATCH"] = hyb.short_batch
         defines["GK_HYBRID_GROUP"] = hyb.group
-        defines["GK_HYBRID_ROLES"] = hyb.roles
-        defines["GK_HYBRID_CONCAT"] = hyb.concat
         defines["GK_HYBRID_STAGE"] = hyb.stage_bytes  # the staged kernel
         defines["GK_HYBRID_STAGE_MIN"] = hyb.stage_min
         defines["GK_HYBRID_STAGE_MAX"] = hyb.stage_max

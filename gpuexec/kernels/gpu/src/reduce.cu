@@ -794,22 +794,6 @@ static_assert(GK_HYBRID_BLOCK % 64 == 0, "block sizes must be multiples of 64");
 #ifndef GK_HYBRID_GROUP
 #define GK_HYBRID_GROUP 1
 #endif
-// Blocks by role (GK_HYBRID_ROLES): each block of batches is taken by two blocks, one
-// reducing the short lists (one per lane) and one the longer ones, so that the short lists'
-// dependent loads (bounds, then a few elements) do not hold up the waves that stream.
-#ifndef GK_HYBRID_ROLES
-#define GK_HYBRID_ROLES 0
-#endif
-// Concatenated streaming (GK_HYBRID_CONCAT, with lane folding and interleaving): the lists
-// a wave streams are read as one run of vectors (each list from the vector holding its
-// first element to the one holding its last), wave-tile after wave-tile, and a tile may
-// hold the end of one list and the start of the next. Streamed one list at a time, a list
-// ends in a partial tile (lists of 512 float64 filled 2 KB of each 4 KB tile on average:
-// 84 % of a plain read on the H200, lists of 1000 95 %), and each partial tile costs a
-// whole memory latency of the wave.
-#ifndef GK_HYBRID_CONCAT
-#define GK_HYBRID_CONCAT 0
-#endif
 static_assert(GK_HYBRID_GROUP >= 1 && GK_HYBRID_GROUP <= 32 &&
               (GK_HYBRID_GROUP & (GK_HYBRID_GROUP - 1)) == 0,
               "GK_HYBRID_GROUP must be a power of two up to 32");
@@ -1015,105 +999,6 @@ __device__ __forceinline__ gk_lanemask_t medium_lists(const Op& op, const gk_i64
 }
 #endif
 
-#if GK_HYBRID_CONCAT && GK_HYBRID_LANE_FOLD
-// Reduce the lists of the lanes in ``longs`` (bounds in s, e; batch q) as one run of
-// vectors (GK_HYBRID_CONCAT). A lane's vectors in a tile lie in increasing order, so each
-// list it touches there is folded in turn; a list whose last vector is in the tile is
-// merged across the wave and written, the one still open goes on into the next tile.
-// Returns the lanes whose lists must be walked again in order (Op::redo), or ``longs``
-// itself where the run would exceed 2^31 vectors (the run's positions are 32-bit: the
-// state kept per lane across the tiles is what bounds the registers).
-template <class Op, class T>
-__device__ __forceinline__ gk_lanemask_t stream_concat(const Op& op, const gk_i64* __restrict__ off,
-                                                       const T* __restrict__ content_al,
-                                                       gk_i64 shift, gk_i64 s, gk_i64 e, gk_i64 q,
-                                                       typename Op::out_t* __restrict__ out,
-                                                       gk_lanemask_t longs) {
-  typedef typename Op::acc_t A;
-  typedef stream_shape<T> S;
-  const int W = warpSize, lane = gk_lane();
-  const gk_vec16* src = reinterpret_cast<const gk_vec16*>(content_al);
-  const bool mine = (longs >> lane) & 1;
-  // this lane's list: vectors [va, va + len) of content_al, its first element hs into the
-  // first vector and its last pad before the end of the last one
-  const gk_i64 va = mine ? (s + shift) / S::VEC : 0;
-  const gk_i64 len64 = mine ? (e + shift + S::VEC - 1) / S::VEC - va : 0;
-  gk_i64 sum64 = len64;
-  for (int d = 1; d < W; d <<= 1) {
-    const gk_i64 t = gk_shfl_up(sum64, d);
-    if (lane >= d) sum64 += t;
-  }
-  if (gk_shfl(sum64, W - 1) >= ((gk_i64)1 << 31) - (gk_i64)W * S::NV) return longs;
-  const int total = (int)gk_shfl(sum64, W - 1);
-  const int ve = (int)sum64, vs = ve - (int)len64;  // the list's vectors in the run
-  const gk_i64 delta = va - vs;                     // content_al vector of run vector v: v + delta
-  // hs | pad << 8 (both below the vector width)
-  const int edges = mine ? (int)(s + shift - va * S::VEC) |
-                           ((int)((va + len64) * S::VEC - (e + shift)) << 8) : 0;
-  const int TV = W * S::NV;  // vectors per wave-tile
-  gk_lanemask_t pending = longs, redo = 0;
-  A acc = op.identity();
-  for (int tb = 0; tb < total; tb += TV) {
-    const int tend = tb + TV;
-    // where each of this lane's vectors lies in content_al: from the lists the tile holds
-    gk_i64 rv[S::NV];
-#pragma unroll
-    for (int c = 0; c < S::NV; ++c) rv[c] = -1;
-    for (gk_lanemask_t m = pending; m != 0; m &= m - 1) {
-      const int j = __ffsll((long long)m) - 1;
-      const int vsj = gk_shfl(vs, j), vej = gk_shfl(ve, j);
-      if (vsj >= tend) break;
-      const gk_i64 dj = gk_shfl(delta, j);
-#pragma unroll
-      for (int c = 0; c < S::NV; ++c) {
-        const int v = tb + c * W + lane;
-        if (v >= vsj && v < vej) rv[c] = v + dj;
-      }
-    }
-    gk_vec_view16<T> u[S::NV];
-#pragma unroll
-    for (int c = 0; c < S::NV; ++c) {
-      if (rv[c] >= 0) u[c].v = src[rv[c]]; else u[c].v = gk_vec16();
-    }
-    // fold them list by list
-    while (pending != 0) {
-      const int j = __ffsll((long long)pending) - 1;
-      const int vsj = gk_shfl(vs, j), vej = gk_shfl(ve, j);
-      if (vsj >= tend) break;
-      const int ej = gk_shfl(edges, j);
-      // the list's elements relative to the tile's first element (as if the tile were all
-      // this list's), clamped to just outside the tile
-      const int tlo = vsj < tb ? -1 : (vsj - tb) * S::VEC + (ej & 0xff);
-      const int thi = vej > tend ? TV * S::VEC + 1 : (vej - tb) * S::VEC - (ej >> 8);
-      const gk_i64 p0 = (tb + gk_shfl(delta, j)) * S::VEC - shift;  // content position
-#pragma unroll
-      for (int c = 0; c < S::NV; ++c) {
-        const int v = tb + c * W + lane;
-        if (v < vsj || v >= vej) continue;
-        const int o = (c * W + lane) * S::VEC;  // the vector's first element, tile-relative
-        const int dlo = tlo - o, dhi = thi - o;
-        const gk_i64 p = p0 + o;
-        if (dlo < 0 && dhi >= S::VEC) {
-#pragma unroll
-          for (int k = 0; k < S::VEC; ++k) acc = op.fold(acc, u[c].e[k], p + k, false);
-        } else {
-#pragma unroll
-          for (int k = 0; k < S::VEC; ++k)
-            if (k >= dlo && k < dhi) acc = op.fold(acc, u[c].e[k], p + k, k == dlo);
-        }
-      }
-      if (vej > tend) break;  // the list goes on into the next tile
-      const A merged = wave_merge<Op>(op, acc);
-      if (op.redo(merged)) redo |= (gk_lanemask_t)1 << j;
-      else if (lane == 0) out[q + j] = op.finalize(merged, off, q + j);
-      acc = op.identity();
-      pending &= pending - 1;
-    }
-  }
-  return redo;
-}
-#endif
-
 // A staged batch (GK_HYBRID_STAGE): the lists [q, min(q + W, n)), this lane's [s, e).
 template <class Op, class T>
 __device__ __forceinline__ void staged_batch(const Op& op, const gk_i64* __restrict__ off,
@@ -1153,24 +1038,15 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
                                             gk_u64 ident, typename Op::out_t* __restrict__ out,
                                             unsigned char* __restrict__ empty) {
   const int W = warpSize, lane = gk_lane();
-#if GK_HYBRID_ROLES
-  // two blocks per block of batches: the even one reduces their short lists, the odd one
-  // their longer ones (the grid is twice as large)
-  const bool do_short = (blockIdx.x & 1) == 0, do_long = !do_short;
-  const gk_i64 blk = blockIdx.x >> 1;
-#else
-  const bool do_short = true, do_long = true;
-  const gk_i64 blk = blockIdx.x;
-#endif
   // this wave's batch: lists [q, q + W)
-  const gk_i64 q = (blk * (GK_HYBRID_BLOCK / W) + gk_wave()) * W;
+  const gk_i64 q = ((gk_i64)blockIdx.x * (GK_HYBRID_BLOCK / W) + gk_wave()) * W;
   if (q >= n) return;                   // whole waves leave together
   const gk_i64 r = q + lane;
   const bool mine = r < n;
   const gk_i64 s = mine ? off[r] : 0, e = mine ? off[r + 1] : 0;
   const Op op(ident);
   const bool is_long = e - s > GK_LONG_LIST;
-  if (do_short && mine && empty) empty[r] = (s == e);
+  if (mine && empty) empty[r] = (s == e);
   if constexpr (STAGED) {
     // at least half of the batch's lists GK_HYBRID_STAGE_MIN long, none longer than
     // GK_HYBRID_STAGE_MAX: ballots over 32-bit lengths (a 64-bit span of the batch, kept
@@ -1178,11 +1054,11 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
     const int len = (int)(e - s < GK_HYBRID_STAGE_MAX + 1 ? e - s : GK_HYBRID_STAGE_MAX + 1);
     if (2 * __popcll(gk_ballot(len >= GK_HYBRID_STAGE_MIN)) >= __popcll(gk_ballot(mine)) &&
         gk_ballot(len > GK_HYBRID_STAGE_MAX) == 0) {
-      if (do_short) staged_batch<Op, T>(op, off, n, content_al, shift, q, s, e, out);
+      staged_batch<Op, T>(op, off, n, content_al, shift, q, s, e, out);
       return;
     }
   }
-  if (do_short && mine && !is_long) {
+  if (mine && !is_long) {
     if (s == e) {
       out[r] = op.empty();
     } else {
@@ -1199,12 +1075,10 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
       out[r] = op.finalize(acc, off, r);
     }
   }
-  if (!do_long) return;
 #if GK_HYBRID_GROUP > 1 && GK_HYBRID_LANE_FOLD
   // medium lists: long ones of at most half a wave-tile
   const bool is_medium = is_long && e - s <= (gk_i64)W * stream_shape<T>::ITEMS / 2;
-  const gk_lanemask_t wave_lists = gk_ballot(is_long && !is_medium);
-  gk_lanemask_t longs = wave_lists;
+  gk_lanemask_t longs = gk_ballot(is_long && !is_medium);
   // with groups over 4 lanes, those that fit one tile of 4 lanes take 4 lanes each, W / 4
   // lists at a time
   constexpr int SMALL_GROUP = GK_HYBRID_GROUP > 4 ? 4 : GK_HYBRID_GROUP;
@@ -1216,13 +1090,7 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
   longs |= medium_lists<Op, T, GK_HYBRID_GROUP>(op, off, content_al, shift, s, e, q, out,
                                                 gk_ballot(is_medium && !is_small));
 #else
-  const gk_lanemask_t wave_lists = gk_ballot(is_long);
-  gk_lanemask_t longs = wave_lists;
-#endif
-#if GK_HYBRID_CONCAT && GK_HYBRID_LANE_FOLD
-  // the wave's lists as one run; those to walk again in order (and the medium lists') below
-  longs = (longs & ~wave_lists) |
-          stream_concat<Op, T>(op, off, content_al, shift, s, e, q, out, wave_lists);
+  gk_lanemask_t longs = gk_ballot(is_long);
 #endif
   for (; longs != 0; longs &= longs - 1) {
     const int src = __ffsll((long long)longs) - 1;
