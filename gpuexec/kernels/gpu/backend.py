@@ -293,8 +293,7 @@ class GPUBackend(Backend):
         # (strategies.py): kernels of the naive unit, launched one thread per list
         per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
-        hybrid = per_list_plan.launch_of("hybrid", op.device)
-        hybrid_block = hybrid.block  # its own size
+        hybrid_block = per_list_plan.launch_of("hybrid", op.device).block  # its own size
         choose_per_list = self.plan.per_list_chooser(op.device, dt)
         per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
 
@@ -302,13 +301,9 @@ class GPUBackend(Backend):
             entry = per_list_launch.get(role)
             if entry is None:
                 name = f"gk_{op.device}_{dt}_{role}"
-                fn = self._functions(op, per_list_plan)[name]
-                by_batch = role in ("hybrid", "staged")
-                block = hybrid_block if by_batch else per_list_block
-                # a persistent grid: at most the blocks resident at once (None: no bound)
-                most = (self.runtime.occupancy(fn, block) * self.device.cu_count
-                        if by_batch and hybrid.persistent else None)
-                entry = per_list_launch[role] = (name, fn, block, most)
+                entry = per_list_launch[role] = (
+                    name, self._functions(op, per_list_plan)[name],
+                    hybrid_block if role in ("hybrid", "staged") else per_list_block)
             return entry
 
         def max_waves(fn):
@@ -360,9 +355,8 @@ class GPUBackend(Backend):
                               c_ident, c_out, c_empty))
                 return (out, empty) if with_empty else out
             if per_list_role is not None:
-                per_list_name, fn, block, most = per_list_entry(per_list_role)
-                grid = -(-n // block) if most is None else min(-(-n // block), most)
-                self._launch(per_list_name, fn, grid, block,
+                per_list_name, fn, block = per_list_entry(per_list_role)
+                self._launch(per_list_name, fn, -(-n // block), block,
                              (c_off, c_n, c_content, c_shift, c_ntiles, 0,
                               c_ident, c_out, c_empty))
                 return (out, empty) if with_empty else out

@@ -794,14 +794,6 @@ static_assert(GK_HYBRID_BLOCK % 64 == 0, "block sizes must be multiples of 64");
 #ifndef GK_HYBRID_GROUP
 #define GK_HYBRID_GROUP 1
 #endif
-// Persistent grid (GK_HYBRID_PERSISTENT): as many blocks as are resident at once, each
-// wave taking batch after batch. With one batch per wave, a block's slots are freed only
-// when its slowest wave ends (the one whose batch held most long lists), and achieved
-// occupancy stays well below what the registers allow (H200, mixed lengths, float64 sum:
-// 36.7 % of 50 %, Nsight Compute).
-#ifndef GK_HYBRID_PERSISTENT
-#define GK_HYBRID_PERSISTENT 0
-#endif
 static_assert(GK_HYBRID_GROUP >= 1 && GK_HYBRID_GROUP <= 32 &&
               (GK_HYBRID_GROUP & (GK_HYBRID_GROUP - 1)) == 0,
               "GK_HYBRID_GROUP must be a power of two up to 32");
@@ -1039,13 +1031,15 @@ __device__ __forceinline__ void staged_batch(const Op& op, const gk_i64* __restr
   if (r < n) out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
 }
 
-// One batch: the lists [q, q + W). STAGED: the "staged" kernel (staged batches first, above)
+// STAGED: the "staged" kernel (staged batches first, above)
 template <class Op, class T, bool STAGED>
-__device__ __forceinline__ void hybrid_batch(gk_i64 q, const gk_i64* __restrict__ off, gk_i64 n,
-                                             const T* __restrict__ content_al, gk_i64 shift,
-                                             gk_u64 ident, typename Op::out_t* __restrict__ out,
-                                             unsigned char* __restrict__ empty) {
+__device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
+                                            const T* __restrict__ content_al, gk_i64 shift,
+                                            gk_u64 ident, typename Op::out_t* __restrict__ out,
+                                            unsigned char* __restrict__ empty) {
   const int W = warpSize, lane = gk_lane();
+  // this wave's batch: lists [q, q + W)
+  const gk_i64 q = ((gk_i64)blockIdx.x * (GK_HYBRID_BLOCK / W) + gk_wave()) * W;
   if (q >= n) return;                   // whole waves leave together
   const gk_i64 r = q + lane;
   const bool mine = r < n;
@@ -1104,27 +1098,6 @@ __device__ __forceinline__ void hybrid_batch(gk_i64 q, const gk_i64* __restrict_
     const typename Op::acc_t acc = stream_list<Op, T>(op, content_al, shift, ls, le);
     if (lane == 0) out[q + src] = op.finalize(acc, off, q + src);
   }
-}
-
-// Wave w of the grid takes batch w; with GK_HYBRID_PERSISTENT the grid is what is resident
-// at once and each wave goes on to batch w + (waves of the grid), and so on.
-template <class Op, class T, bool STAGED>
-__device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
-                                            const T* __restrict__ content_al, gk_i64 shift,
-                                            gk_u64 ident, typename Op::out_t* __restrict__ out,
-                                            unsigned char* __restrict__ empty) {
-  const int waves = GK_HYBRID_BLOCK / warpSize;  // per block
-#if GK_HYBRID_PERSISTENT
-  // batch numbers in 32 bits (a 64-bit loop counter spilled the 64-bit kernels' sums)
-  const int batches = (int)((n + warpSize - 1) / warpSize);
-#pragma unroll 1
-  for (int b = (int)blockIdx.x * waves + gk_wave(); b < batches; b += (int)gridDim.x * waves)
-    hybrid_batch<Op, T, STAGED>((gk_i64)b * warpSize, off, n, content_al, shift, ident, out,
-                                empty);
-#else
-  hybrid_batch<Op, T, STAGED>(((gk_i64)blockIdx.x * waves + gk_wave()) * warpSize, off, n,
-                              content_al, shift, ident, out, empty);
-#endif
 }
 
 }  // namespace gk
