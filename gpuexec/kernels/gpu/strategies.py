@@ -131,9 +131,6 @@ class Launch:
     stage_bytes: int = 4096
     stage_min: int = 16
     stage_max: int = 96
-    # hybrid, lane-folded and interleaved, CUDA: the whole wave's long lists come through a
-    # ring of this many cp.async stages in shared memory (0: register loads)
-    async_stages: int = 0
 
     def __post_init__(self):
         if self.block % 64 or not 64 <= self.block <= 1024:
@@ -142,8 +139,6 @@ class Launch:
             raise ValueError(f"item_bytes must be 16, 32, 64 or 128, got {self.item_bytes}")
         if self.lane_fold not in (0, 1):
             raise ValueError(f"lane_fold must be 0 or 1, got {self.lane_fold}")
-        if self.async_stages not in (0, 2, 3, 4, 6, 8):
-            raise ValueError(f"async_stages must be 0, 2, 3, 4, 6 or 8, got {self.async_stages}")
         if self.interleave not in (0, 1):
             raise ValueError(f"interleave must be 0 or 1, got {self.interleave}")
         if self.short_batch not in (1, 2, 4, 8):
@@ -710,7 +705,6 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_INTERLEAVE"] = hyb.interleave
         defines["GK_HYBRID_SHORT_BATCH"] = hyb.short_batch
         defines["GK_HYBRID_GROUP"] = hyb.group
-        defines["GK_HYBRID_ASYNC"] = hyb.async_stages
         defines["GK_HYBRID_STAGE"] = hyb.stage_bytes  # the staged kernel
         defines["GK_HYBRID_STAGE_MIN"] = hyb.stage_min
         defines["GK_HYBRID_STAGE_MAX"] = hyb.stage_max

@@ -917,81 +917,6 @@ __device__ __forceinline__ typename Op::acc_t fold_interleaved(const Op& op, typ
   return part;
 }
 
-// Asynchronous streaming (GK_HYBRID_ASYNC = S stages; CUDA, lane-folded and interleaved
-// only): the wave-tiles of a long list come through an S-stage ring of cp.async copies in
-// the wave's shared memory, S - 1 tiles in flight while one is folded, and no registers
-// hold them in flight. Each lane reads back only the vectors it copied itself, so no wave
-// barrier is needed (a plain read this way: 102 % of CuPy's, gpu_stream_probe.py).
-#ifndef GK_HYBRID_ASYNC
-#define GK_HYBRID_ASYNC 0
-#endif
-#if GK_HYBRID_ASYNC && defined(GK_CUDA) && GK_HYBRID_LANE_FOLD && GK_HYBRID_INTERLEAVE
-#define GK_HYBRID_ASYNC_RING 1
-__device__ __forceinline__ void gk_copy16_async(void* smem, const void* gmem) {
-  const unsigned dst = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void gk_copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void gk_copy_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
-template <class Op, class T>
-__device__ __forceinline__ typename Op::acc_t fold_ring(const Op& op, const gk_vec16* __restrict__ src,
-                                                        gk_i64 shift, gk_i64 ls, gk_i64 le,
-                                                        gk_i64 first, gk_i64 last) {
-  typedef stream_shape<T> S;
-  constexpr int STAGES = GK_HYBRID_ASYNC, TV = GK_MIN_WAVE_WIDTH * S::NV;  // vectors per tile
-  __shared__ gk_vec16 ring[GK_HYBRID_BLOCK / GK_MIN_WAVE_WIDTH][STAGES][TV];
-  gk_vec16 (*mine)[TV] = ring[gk_wave()];
-  const int lane = gk_lane();
-  const gk_i64 E = (gk_i64)GK_MIN_WAVE_WIDTH * S::ITEMS;  // elements per tile
-  const int ntiles = (int)((last - first + E - 1) / E);
-  auto issue = [&](int t) {  // tile t into its stage (an empty group past the last tile)
-    if (t < ntiles) {
-      const gk_i64 v0 = (first + (gk_i64)t * E) / S::VEC + lane;
-#pragma unroll
-      for (int c = 0; c < S::NV; ++c) {
-        const gk_i64 v = v0 + (gk_i64)c * GK_MIN_WAVE_WIDTH;
-        if (v * S::VEC < last) gk_copy16_async(&mine[t % STAGES][c * GK_MIN_WAVE_WIDTH + lane], src + v);
-      }
-    }
-    gk_copy_commit();
-  };
-#pragma unroll
-  for (int t = 0; t < STAGES - 1; ++t) issue(t);
-  typename Op::acc_t part = op.identity();
-  for (int t = 0; t < ntiles; ++t) {
-    issue(t + STAGES - 1);
-    gk_copy_wait<STAGES - 1>();  // tile t has landed
-    const gk_i64 rb = first + (gk_i64)t * E;
-    const gk_i64 t0 = rb - shift;  // content position of the tile's first element
-    const gk_i64 span = E + 1;
-    const gk_i64 lo64 = ls - t0, hi64 = le - t0;
-    const int tlo = (int)(lo64 < -1 ? -1 : (lo64 > span ? span : lo64));
-    const int thi = (int)(hi64 < -1 ? -1 : (hi64 > span ? span : hi64));
-#pragma unroll
-    for (int c = 0; c < S::NV; ++c) {
-      const int o = (c * GK_MIN_WAVE_WIDTH + lane) * S::VEC;  // the vector's first element
-      const int dlo = tlo - o, dhi = thi - o;
-      if (dhi <= 0 || dlo >= S::VEC) continue;  // not in the list (or not copied)
-      gk_vec_view16<T> u;
-      u.v = mine[t % STAGES][c * GK_MIN_WAVE_WIDTH + lane];
-      const gk_i64 p = t0 + o;
-      if (dlo < 0 && dhi >= S::VEC) {
-#pragma unroll
-        for (int k = 0; k < S::VEC; ++k) part = op.fold(part, u.e[k], p + k, false);
-      } else {
-#pragma unroll
-        for (int k = 0; k < S::VEC; ++k)
-          if (k >= dlo && k < dhi) part = op.fold(part, u.e[k], p + k, k == dlo);
-      }
-    }
-  }
-  gk_copy_wait<0>();  // nothing in flight into the ring when the next list starts
-  return part;
-}
-#endif
-
 // Reduce the list [ls, le) with the whole wave (the result in every lane).
 template <class Op, class T>
 __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
@@ -1010,16 +935,11 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
     // lanes', or its own stretch), one wave merge per list. With one vector per lane
     // (1-byte values) the two layouts read the same addresses: the stretch code runs
     constexpr bool interleaved = GK_HYBRID_INTERLEAVE && S::NV > 1;
-#if GK_HYBRID_ASYNC_RING
-    const A part = fold_ring<Op, T>(op, src, shift, ls, le, first, last);
-    (void)interleaved;
-#else
     A part = op.identity();
     for (gk_i64 rb = first; rb < last; rb += E)
       part = interleaved ? fold_interleaved<Op, T>(op, part, src, shift, ls, le, rb, last,
                                                    warpSize, gk_lane())
                          : fold_stretch<Op, T>(op, part, src, shift, ls, le, rb, last);
-#endif
     const A merged = wave_merge<Op>(op, part);
     if (!op.redo(merged)) return merged;
   }
