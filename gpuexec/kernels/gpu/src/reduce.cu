@@ -745,7 +745,10 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 // asking the next long list's first tile before merging the lanes of the last one, +0.3
 // to +1.3 points on seven cells and -5.9 on int64 sum; two or four batches per wave, each
 // lane loading the bounds and first elements of all its lists before folding any, 2 to
-// 12 points slower on all eight.)
+// 12 points slower on all eight. Thirty-third session, each slower on mixed lengths and on
+// Poisson(300): a wave's long lists streamed as one run of vectors, separate blocks for the
+// short and the longer lists, a persistent grid, and the long lists through a cp.async ring
+// in shared memory; docs/gpu-engine.md.)
 #ifndef GK_LONG_LIST
 #define GK_LONG_LIST 32
 #endif
