@@ -71,15 +71,13 @@ def unless_configured(settings: dict) -> dict:
             if dask.config.get(key, None) == dask.config.get(key, None, config=defaults)}
 
 
-def housekeeping_settings() -> dict:
-    """HOUSEKEEPING for each timer Dask's configuration leaves at Dask's default."""
-    return unless_configured(HOUSEKEEPING)
-
-
 def worker_settings(profile_interval: float | None = PROFILE_INTERVAL) -> dict:
     """Every Dask setting gpuexec's embedded cluster starts its processes with (nanny,
-    housekeeping, profiler); the executor benchmark gives coffea's Dask cluster the same."""
-    return {**NANNY_SETTINGS, **housekeeping_settings(), **profile_settings(profile_interval)}
+    housekeeping for each timer Dask's configuration leaves at its default, profiler); the
+    executor benchmark gives coffea's Dask cluster the same, and the Slurm workers
+    (worker_cli) take it with the profiler left to Dask's configuration."""
+    return {**NANNY_SETTINGS, **unless_configured(HOUSEKEEPING),
+            **profile_settings(profile_interval)}
 
 
 def check_profile_interval(interval: float | None) -> None:

@@ -14,15 +14,15 @@ def main() -> None:
     from distributed.cli.dask_worker import main as dask_worker
 
     from gpuexec.scheduler.cluster import (
-        HOUSEKEEPING,
-        NANNY_SETTINGS,
         PROFILE_INTERVAL,
         profile_settings,
         unless_configured,
+        worker_settings,
     )
 
-    tuned = unless_configured({**HOUSEKEEPING, **profile_settings(PROFILE_INTERVAL)})
-    with dask.config.set({**NANNY_SETTINGS, **tuned}):
+    # the embedded cluster's settings; the profiler's too unless the site configures it
+    profiler = unless_configured(profile_settings(PROFILE_INTERVAL))
+    with dask.config.set({**worker_settings(None), **profiler}):
         dask_worker()  # a click command: reads sys.argv, exits
 
 
