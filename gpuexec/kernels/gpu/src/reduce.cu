@@ -748,7 +748,11 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 // 12 points slower on all eight. Thirty-third session, each slower on mixed lengths and on
 // Poisson(300): a wave's long lists streamed as one run of vectors, separate blocks for the
 // short and the longer lists, a persistent grid, and the long lists through a cp.async ring
-// in shared memory; docs/gpu-engine.md.)
+// in shared memory; docs/gpu-engine.md. Thirty-fourth session: a block's longest lists
+// queued in shared memory and taken by whichever wave is free, +1.4 to +6.9 points on mixed
+// lengths but -13 on Poisson(2000) float64 sum, where ptxas compiled the queue's copy of
+// stream_list to fold each tile's first vector before issuing its other loads
+// (benchmarks/sass_load_order.py).)
 #ifndef GK_LONG_LIST
 #define GK_LONG_LIST 32
 #endif

@@ -1,0 +1,51 @@
+"""benchmarks/sass_load_order.py's reading of SASS: how many 128-bit loads of a run are
+issued before the first instruction that reads the first load's registers (synthetic
+listings in cuobjdump's format; the script itself needs nvcc and cuobjdump)."""
+
+from __future__ import annotations
+
+from benchmarks.sass_load_order import load_runs
+
+
+def _sass(lines):
+    return "\n".join(f"        /*{16 * i:04x}*/                   {text} ;  /* 0x0 */"
+                     for i, text in enumerate(lines))
+
+
+def test_all_loads_before_the_first_fold():
+    loads = [f"@!P{k % 7} LDG.E.128 R{4 + 4 * k}, desc[UR10][R58.64+0x{64 * k:x}]"
+             for k in range(8)]
+    runs = load_runs(_sass(["IADD3 R1, R2, R3, RZ", *loads, "DADD R4, R4, R50",
+                            "DADD R6, R6, R4"]))
+    assert len(runs) == 1
+    assert runs[0]["at"] == "0010" and runs[0]["loads_before_first_use"] == 8
+    assert runs[0]["first_use"].endswith("DADD R4, R4, R50")
+
+
+def test_first_vector_folded_before_the_other_loads():
+    # the queue's copy of the thirty-fourth session: load, fold it, then the other seven
+    lines = ["@!P0 LDG.E.128 R36, desc[UR10][R8.64]", "ISETP.LT.U32.AND P3, PT, R45, 0x201, PT",
+             "DADD R36, R36, R34"]
+    lines += [f"@!P1 LDG.E.128 R{8 + 4 * k}, desc[UR10][R12.64]" for k in range(7)]
+    lines += ["DADD R8, R8, R36"]
+    runs = load_runs(_sass(lines))
+    assert [r["loads_before_first_use"] for r in runs] == [1]
+    assert runs[0]["first_use"] == "0020: DADD R36, R36, R34"
+
+
+def test_a_register_named_as_a_prefix_is_not_a_use():
+    # R40 is not R4: uses are matched as whole register names, and a load writing the
+    # next registers does not count as a use either
+    lines = ["LDG.E.128 R4, desc[UR10][R2.64]", "IADD3 R40, R41, R42, RZ",
+             "LDG.E.128 R8, desc[UR10][R2.64+0x200]", "FADD R5, R5, R9"]
+    runs = load_runs(_sass(lines))
+    assert runs[0]["loads_before_first_use"] == 2
+    assert runs[0]["first_use"] == "0030: FADD R5, R5, R9"
+
+
+def test_separate_runs_are_reported_separately():
+    one = ["LDG.E.128 R4, desc[UR10][R2.64]", "DADD R4, R4, R6"]
+    filler = ["NOP"] * 130
+    runs = load_runs(_sass(one + filler + one))
+    assert [r["loads_before_first_use"] for r in runs] == [1, 1]
+    assert runs[1]["at"] == f"{16 * 132:04x}"
