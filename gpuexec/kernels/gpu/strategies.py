@@ -131,12 +131,6 @@ class Launch:
     stage_bytes: int = 4096
     stage_min: int = 16
     stage_max: int = 96
-    # hybrid: the lists a whole wave streams that are longer than ``share`` half
-    # wave-tiles go to a queue in the block's shared memory, and each wave, its own other
-    # lists done, takes the next one from it (0: none)
-    share: int = 0
-    # hybrid: straight-line loads (a vector past a list's end reads a valid address)
-    straight: int = 0
 
     def __post_init__(self):
         if self.block % 64 or not 64 <= self.block <= 1024:
@@ -145,8 +139,6 @@ class Launch:
             raise ValueError(f"item_bytes must be 16, 32, 64 or 128, got {self.item_bytes}")
         if self.lane_fold not in (0, 1):
             raise ValueError(f"lane_fold must be 0 or 1, got {self.lane_fold}")
-        if not 0 <= self.share <= 64:
-            raise ValueError(f"share must be 0 to 64, got {self.share}")
         if self.interleave not in (0, 1):
             raise ValueError(f"interleave must be 0 or 1, got {self.interleave}")
         if self.short_batch not in (1, 2, 4, 8):
@@ -713,8 +705,6 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_INTERLEAVE"] = hyb.interleave
         defines["GK_HYBRID_SHORT_BATCH"] = hyb.short_batch
         defines["GK_HYBRID_GROUP"] = hyb.group
-        defines["GK_HYBRID_SHARE"] = hyb.share
-        defines["GK_HYBRID_STRAIGHT"] = hyb.straight
         defines["GK_HYBRID_STAGE"] = hyb.stage_bytes  # the staged kernel
         defines["GK_HYBRID_STAGE_MIN"] = hyb.stage_min
         defines["GK_HYBRID_STAGE_MAX"] = hyb.stage_max

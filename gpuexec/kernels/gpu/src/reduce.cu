@@ -900,13 +900,7 @@ __device__ __forceinline__ typename Op::acc_t fold_interleaved(const Op& op, typ
 #pragma unroll
   for (int c = 0; c < S::NV; ++c) {
     const gk_i64 av = (v0 + (gk_i64)c * lanes) * S::VEC;
-#if GK_HYBRID_STRAIGHT
-    // a vector past the list's end reads a valid one instead (its elements are skipped
-    // below): straight-line loads, which ptxas issues before any fold
-    u[c].v = src[(av < last ? av : ((last - 1) / S::VEC) * S::VEC) / S::VEC];
-#else
     if (av < last) u[c].v = src[av / S::VEC]; else u[c].v = gk_vec16();
-#endif
   }
   const gk_i64 t0 = rb - shift;                  // content position of the tile's first element
   const gk_i64 span = (gk_i64)lanes * S::ITEMS + 1;
@@ -1044,37 +1038,16 @@ __device__ __forceinline__ void staged_batch(const Op& op, const gk_i64* __restr
   if (r < n) out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
 }
 
-// Shared long lists (GK_HYBRID_SHARE = k > 0): the lists a whole wave streams that are longer
-// than k half wave-tiles are queued in the block's shared memory as soon as the waves have
-// read their bounds, and each wave, its own other lists done, takes the next queued list
-// until none is left. With
-// one batch per wave, a block's slots are freed only when its slowest wave ends, the one
-// whose batch held most long lists (H200, mixed lengths, float64 sum: 36.7 % achieved
-// occupancy of 50 %, Nsight Compute). A list is still reduced by one wave in one order,
-// so results are those of the unshared kernel.
-#ifndef GK_HYBRID_SHARE
-#define GK_HYBRID_SHARE 0
-#endif
-// Straight-line loads in fold_interleaved (GK_HYBRID_STRAIGHT): a vector past the list's
-// end loads a valid address instead of being skipped by a branch
-#ifndef GK_HYBRID_STRAIGHT
-#define GK_HYBRID_STRAIGHT 0
-#endif
-
-// STAGED: the "staged" kernel (staged batches first, above). The staged kernel does not
-// share (its mean lengths hold few long lists, and with the queue it spilled).
+// STAGED: the "staged" kernel (staged batches first, above)
 template <class Op, class T, bool STAGED>
 __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
                                             const T* __restrict__ content_al, gk_i64 shift,
                                             gk_u64 ident, typename Op::out_t* __restrict__ out,
                                             unsigned char* __restrict__ empty) {
-  constexpr bool SHARE = GK_HYBRID_SHARE > 0 && !STAGED;
   const int W = warpSize, lane = gk_lane();
   // this wave's batch: lists [q, q + W)
   const gk_i64 q = ((gk_i64)blockIdx.x * (GK_HYBRID_BLOCK / W) + gk_wave()) * W;
-  // whole waves leave together; with the queue every wave reaches the block's barrier, and
-  // one past the end queues nothing and helps
-  if (!SHARE && q >= n) return;
+  if (q >= n) return;                   // whole waves leave together
   const gk_i64 r = q + lane;
   const bool mine = r < n;
   const gk_i64 s = mine ? off[r] : 0, e = mine ? off[r + 1] : 0;
@@ -1091,32 +1064,6 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
       staged_batch<Op, T>(op, off, n, content_al, shift, q, s, e, out);
       return;
     }
-  }
-#if GK_HYBRID_GROUP > 1 && GK_HYBRID_LANE_FOLD
-  // medium lists: long ones of at most half a wave-tile
-  const bool is_medium = is_long && e - s <= (gk_i64)W * stream_shape<T>::ITEMS / 2;
-#else
-  constexpr bool is_medium = false;
-#endif
-  const bool is_shared =
-      SHARE && e - s > (gk_i64)(GK_HYBRID_SHARE + 0) * W * stream_shape<T>::ITEMS / 2;
-  constexpr int QUEUE = SHARE ? GK_HYBRID_BLOCK : 1;
-  __shared__ gk_i64 share_s[QUEUE], share_e[QUEUE];
-  __shared__ int share_lane[QUEUE], share_count[GK_HYBRID_BLOCK / GK_MIN_WAVE_WIDTH];
-  __shared__ int share_next;
-  if constexpr (SHARE) {
-    // this wave's queued lists at [wave * W, wave * W + count), in lane order
-    const gk_lanemask_t queued = gk_ballot(is_long && !is_medium && is_shared);
-    const int base = gk_wave() * W;
-    if ((queued >> lane) & 1) {
-      const int rank = __popcll(queued & (((gk_lanemask_t)1 << lane) - 1));
-      share_s[base + rank] = s;
-      share_e[base + rank] = e;
-      share_lane[base + rank] = lane;
-    }
-    if (lane == 0) share_count[gk_wave()] = __popcll(queued);
-    if (threadIdx.x == 0) share_next = 0;
-    __syncthreads();
   }
   if (mine && !is_long) {
     if (s == e) {
@@ -1135,9 +1082,10 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
       out[r] = op.finalize(acc, off, r);
     }
   }
-  // the queued lists are streamed by whichever wave takes them
-  gk_lanemask_t longs = gk_ballot(is_long && !is_medium && !is_shared);
 #if GK_HYBRID_GROUP > 1 && GK_HYBRID_LANE_FOLD
+  // medium lists: long ones of at most half a wave-tile
+  const bool is_medium = is_long && e - s <= (gk_i64)W * stream_shape<T>::ITEMS / 2;
+  gk_lanemask_t longs = gk_ballot(is_long && !is_medium);
   // with groups over 4 lanes, those that fit one tile of 4 lanes take 4 lanes each, W / 4
   // lists at a time
   constexpr int SMALL_GROUP = GK_HYBRID_GROUP > 4 ? 4 : GK_HYBRID_GROUP;
@@ -1148,34 +1096,14 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
                                               gk_ballot(is_small));
   longs |= medium_lists<Op, T, GK_HYBRID_GROUP>(op, off, content_al, shift, s, e, q, out,
                                                 gk_ballot(is_medium && !is_small));
+#else
+  gk_lanemask_t longs = gk_ballot(is_long);
 #endif
   for (; longs != 0; longs &= longs - 1) {
     const int src = __ffsll((long long)longs) - 1;
     const gk_i64 ls = gk_shfl(s, src), le = gk_shfl(e, src);
     const typename Op::acc_t acc = stream_list<Op, T>(op, content_al, shift, ls, le);
     if (lane == 0) out[q + src] = op.finalize(acc, off, q + src);
-  }
-  if constexpr (SHARE) {
-    // the block's queue: entry k is the k-th queued list of the waves in order
-    const int waves = GK_HYBRID_BLOCK / W;
-    const gk_i64 block_first = (gk_i64)blockIdx.x * GK_HYBRID_BLOCK;
-    for (;;) {
-      int k = 0;
-      if (lane == 0) k = atomicAdd(&share_next, 1);
-      k = gk_shfl(k, 0);
-      int w = 0;
-      for (; w < waves; ++w) {
-        const int c = share_count[w];
-        if (k < c) break;
-        k -= c;
-      }
-      if (w == waves) break;
-      const int slot = w * W + k;
-      const gk_i64 ls = share_s[slot], le = share_e[slot];
-      const gk_i64 list = block_first + w * W + share_lane[slot];
-      const typename Op::acc_t acc = stream_list<Op, T>(op, content_al, shift, ls, le);
-      if (lane == 0) out[list] = op.finalize(acc, off, list);
-    }
   }
 }
 
