@@ -752,7 +752,7 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 // queued in shared memory and taken by whichever wave is free, +1.4 to +6.9 points on mixed
 // lengths but -13 on Poisson(2000) float64 sum, where ptxas compiled the queue's copy of
 // stream_list to fold each tile's first vector before issuing its other loads
-// (benchmarks/sass_load_order.py).)
+// (benchmarks/sass_load_order.py); straight-line loads fixed that order but spilled.)
 #ifndef GK_LONG_LIST
 #define GK_LONG_LIST 32
 #endif
