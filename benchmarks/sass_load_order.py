@@ -53,9 +53,10 @@ def sass_of(reduction: str, kernel: str, defines: dict, cuobjdump: str) -> str:
                               capture_output=True, text=True).stdout
 
 
-def load_runs(sass: str) -> list[dict]:
-    """One entry per run of up to 8 LDG.E.128: its address, the loads issued before the
-    first use of the first load's four registers, and that use."""
+def load_runs(sass: str, per_run: int = 8) -> list[dict]:
+    """One entry per run of up to ``per_run`` LDG.E.128 (a lane's vectors of one tile):
+    its address, the loads issued before the first use of the first load's four
+    registers, and that use."""
     code = [(m.group(1), m.group(2)) for m in map(INSTRUCTION.match, sass.splitlines()) if m]
     runs, i = [], 0
     while i < len(code):
@@ -76,7 +77,7 @@ def load_runs(sass: str) -> list[dict]:
         runs.append({"at": code[i][0], "loads_before_first_use": loads, "first_use": use})
         # the rest of this run (its other loads) is not a run of its own
         seen, k = 1, i + 1
-        while k < min(len(code), i + RUN_WINDOW) and seen < 8:
+        while k < min(len(code), i + RUN_WINDOW) and seen < per_run:
             seen += bool(LOAD_128.search(code[k][1]))
             k += 1
         i = k
@@ -88,11 +89,14 @@ def main() -> None:
     ap.add_argument("reduction", help="sum, max, argmax, ... (the reduce_<name> unit)")
     ap.add_argument("kernel", help="extern C name, e.g. gk_sum_float64_hybrid")
     ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--per-run", type=int, default=8,
+                    help="128-bit loads per lane per tile: GK_HYBRID_ITEM_BYTES / 16, at most "
+                         "16 elements (the table's 128 bytes: 8 for 8-byte values, 4 for 4-byte)")
     ap.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
     ap.add_argument("--out")
     args = ap.parse_args()
     defines = dict(d.split("=", 1) for d in args.defines)
-    runs = load_runs(sass_of(args.reduction, args.kernel, defines, args.cuobjdump))
+    runs = load_runs(sass_of(args.reduction, args.kernel, defines, args.cuobjdump), args.per_run)
     print(f"{args.kernel}{f' {defines}' if defines else ''}: runs of 128-bit loads")
     print(f"{'at':>6} {'loads before first use':>23}  first use")
     for r in runs:

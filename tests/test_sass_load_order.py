@@ -49,3 +49,12 @@ def test_separate_runs_are_reported_separately():
     runs = load_runs(_sass(one + filler + one))
     assert [r["loads_before_first_use"] for r in runs] == [1, 1]
     assert runs[1]["at"] == f"{16 * 132:04x}"
+
+
+def test_runs_of_four_loads_for_four_byte_values():
+    # 128 bytes per lane of 4-byte values: four vectors per tile, so two tiles' runs back
+    # to back are two runs
+    tile = [f"LDG.E.128 R{4 + 4 * k}, desc[UR10][R2.64+0x{512 * k:x}]" for k in range(4)]
+    runs = load_runs(_sass(tile + ["FADD R4, R4, R40"] + tile + ["FADD R4, R4, R40"]),
+                     per_run=4)
+    assert [(r["at"], r["loads_before_first_use"]) for r in runs] == [("0000", 4), ("0050", 4)]
