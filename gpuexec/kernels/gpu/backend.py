@@ -293,8 +293,7 @@ class GPUBackend(Backend):
         # (strategies.py): kernels of the naive unit, launched one thread per list
         per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
-        hybrid_cfg = per_list_plan.launch_of("hybrid", op.device)
-        hybrid_block = hybrid_cfg.block  # its own size
+        hybrid_block = per_list_plan.launch_of("hybrid", op.device).block  # its own size
         choose_per_list = self.plan.per_list_chooser(op.device, dt)
         per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
 
@@ -357,25 +356,8 @@ class GPUBackend(Backend):
                 return (out, empty) if with_empty else out
             if per_list_role is not None:
                 per_list_name, fn, block = per_list_entry(per_list_role)
-                grid, c_R = -(-n // block), 0
-                if per_list_role == "hybrid" and hybrid_cfg.ranged and n >= 2**31:
-                    raise ValueError("the ranged hybrid kernel takes fewer than 2**31 lists")
-                if per_list_role == "hybrid" and hybrid_cfg.ranged < 0:
-                    # one batch per wave, of the lists in a range of wave * weight keys
-                    c_R = wave * max(1, hybrid_cfg.list_weight)
-                    keys = content.shape[0] + c_R // wave * n
-                    grid = -(-(-(-keys // c_R)) // (block // wave))
-                elif per_list_role == "hybrid" and hybrid_cfg.ranged:
-                    # ranged: ``ranged`` rounds of the resident waves, each wave an equal
-                    # share of the keys (content bound by its length: no host read)
-                    if "hybrid" not in resident:
-                        resident["hybrid"] = (self.runtime.occupancy(fn, block)
-                                              * self.device.cu_count * (block // wave))
-                    keys = content.shape[0] + hybrid_cfg.list_weight * n
-                    c_R = max(1, -(-keys // (hybrid_cfg.ranged * resident["hybrid"])))
-                    grid = -(-(-(-keys // c_R)) // (block // wave))
-                self._launch(per_list_name, fn, grid, block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, c_R,
+                self._launch(per_list_name, fn, -(-n // block), block,
+                             (c_off, c_n, c_content, c_shift, c_ntiles, 0,
                               c_ident, c_out, c_empty))
                 return (out, empty) if with_empty else out
             fn = funcs[names[role]]

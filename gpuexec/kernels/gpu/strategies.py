@@ -131,12 +131,6 @@ class Launch:
     stage_bytes: int = 4096
     stage_min: int = 16
     stage_max: int = 96
-    # hybrid: the grid is ``ranged`` times the waves resident at once, wave w taking the
-    # lists whose key offsets[i] + list_weight * i falls in its w-th equal share of the
-    # keys, batch after batch (0: one batch of consecutive lists per wave; -1: one batch
-    # per wave, of the lists whose key falls in a range of wave-width * list_weight keys)
-    ranged: int = 0
-    list_weight: int = 4
 
     def __post_init__(self):
         if self.block % 64 or not 64 <= self.block <= 1024:
@@ -151,10 +145,6 @@ class Launch:
             raise ValueError(f"short_batch must be 1, 2, 4 or 8, got {self.short_batch}")
         if self.group not in (1, 2, 4, 8, 16, 32):
             raise ValueError(f"group must be a power of two up to 32, got {self.group}")
-        if not -1 <= self.ranged <= 64:
-            raise ValueError(f"ranged must be -1 to 64, got {self.ranged}")
-        if not 0 <= self.list_weight <= 4096:
-            raise ValueError(f"list_weight must be 0 to 4096, got {self.list_weight}")
         if self.stage_bytes not in (512, 1024, 2048, 4096, 8192):
             raise ValueError(f"stage_bytes must be a power of two from 512 to 8192, "
                              f"got {self.stage_bytes}")
@@ -715,8 +705,6 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_INTERLEAVE"] = hyb.interleave
         defines["GK_HYBRID_SHORT_BATCH"] = hyb.short_batch
         defines["GK_HYBRID_GROUP"] = hyb.group
-        defines["GK_HYBRID_RANGED"] = 2 if hyb.ranged < 0 else int(hyb.ranged > 0)
-        defines["GK_HYBRID_LIST_WEIGHT"] = hyb.list_weight
         defines["GK_HYBRID_STAGE"] = hyb.stage_bytes  # the staged kernel
         defines["GK_HYBRID_STAGE_MIN"] = hyb.stage_min
         defines["GK_HYBRID_STAGE_MAX"] = hyb.stage_max

@@ -277,28 +277,6 @@ __device__ __forceinline__ gk_i64 wave_lower_bound(const gk_i64* a, gk_i64 n, gk
   return lo;
 }
 
-// The same over the keys off[i] + GK_HYBRID_LIST_WEIGHT * i (the ranged hybrid kernel).
-#ifndef GK_HYBRID_LIST_WEIGHT
-#define GK_HYBRID_LIST_WEIGHT 4
-#endif
-__device__ __forceinline__ gk_i64 wave_lower_bound_keyed(const gk_i64* a, gk_i64 n, gk_i64 target,
-                                                         gk_i64 weight) {
-  const gk_i64 W = warpSize;
-  const gk_i64 lane = gk_lane();
-  gk_i64 lo = 0, hi = n;
-  while (lo < hi) {
-    const gk_i64 span = hi - lo;
-    const gk_i64 q = lo + (span * (lane + 1)) / W - 1;
-    const int pred = (q < lo) || (a[q] + weight * q < target);
-    const int c = __popcll(gk_ballot(pred));
-    const gk_i64 new_lo = (c == 0) ? lo : lo + (span * c) / W;
-    const gk_i64 new_hi = (c == W) ? hi : lo + (span * (c + 1)) / W - 1;
-    lo = new_lo;
-    hi = (c == W) ? new_lo : new_hi;
-  }
-  return lo;
-}
-
 template <class T> struct tile_shape {
   static constexpr int VEC = GK_VEC_BYTES / (int)sizeof(T);
   static constexpr int RAW = GK_ITEM_BYTES / (int)sizeof(T);
@@ -837,9 +815,6 @@ static_assert(GK_HYBRID_GROUP >= 1 && GK_HYBRID_GROUP <= 32 &&
 // bandwidth, hybrid / with the staged path: Poisson(24) sum 79 / 90, argmax 66 / 80;
 // Poisson(5) sum 78 / 76, on 1 % of lists of 100..2000 among Poisson(3) 89 / 81; the
 // Poisson(5) batches, staged, 65). The table gives it the lengths where it gains.
-#ifndef GK_HYBRID_RANGED
-#define GK_HYBRID_RANGED 0
-#endif
 #ifndef GK_HYBRID_STAGE
 #define GK_HYBRID_STAGE 4096
 #endif
@@ -1063,22 +1038,19 @@ __device__ __forceinline__ void staged_batch(const Op& op, const gk_i64* __restr
   if (r < n) out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
 }
 
-// One batch: the lists [q, q + W) below n and, RANGED, whose key off[r] + GK_HYBRID_LIST_WEIGHT
-// * r is below hi_key. Returns whether every lane's list was taken (RANGED: the next batch
-// may still be the wave's). STAGED: the "staged" kernel (staged batches first, above)
-template <class Op, class T, bool STAGED, bool RANGED>
-__device__ __forceinline__ bool hybrid_batch(gk_i64 q, const gk_i64* __restrict__ off, gk_i64 n,
-                                             const T* __restrict__ content_al, gk_i64 shift,
-                                             gk_u64 ident, typename Op::out_t* __restrict__ out,
-                                             unsigned char* __restrict__ empty, gk_i64 hi_key,
-                                             gk_i64 weight) {
+// STAGED: the "staged" kernel (staged batches first, above)
+template <class Op, class T, bool STAGED>
+__device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
+                                            const T* __restrict__ content_al, gk_i64 shift,
+                                            gk_u64 ident, typename Op::out_t* __restrict__ out,
+                                            unsigned char* __restrict__ empty) {
   const int W = warpSize, lane = gk_lane();
+  // this wave's batch: lists [q, q + W)
+  const gk_i64 q = ((gk_i64)blockIdx.x * (GK_HYBRID_BLOCK / W) + gk_wave()) * W;
+  if (q >= n) return;                   // whole waves leave together
   const gk_i64 r = q + lane;
-  const bool in_n = r < n;
-  const gk_i64 s0 = in_n ? off[r] : 0;
-  const bool mine = RANGED ? (in_n && s0 + weight * r < hi_key) : in_n;
-  const gk_i64 s = mine ? s0 : 0, e = mine ? off[r + 1] : 0;
-  const bool all_mine = RANGED ? __popcll(gk_ballot(mine)) == W : true;
+  const bool mine = r < n;
+  const gk_i64 s = mine ? off[r] : 0, e = mine ? off[r + 1] : 0;
   const Op op(ident);
   const bool is_long = e - s > GK_LONG_LIST;
   if (mine && empty) empty[r] = (s == e);
@@ -1090,7 +1062,7 @@ __device__ __forceinline__ bool hybrid_batch(gk_i64 q, const gk_i64* __restrict_
     if (2 * __popcll(gk_ballot(len >= GK_HYBRID_STAGE_MIN)) >= __popcll(gk_ballot(mine)) &&
         gk_ballot(len > GK_HYBRID_STAGE_MAX) == 0) {
       staged_batch<Op, T>(op, off, n, content_al, shift, q, s, e, out);
-      return true;
+      return;
     }
   }
   if (mine && !is_long) {
@@ -1133,51 +1105,6 @@ __device__ __forceinline__ bool hybrid_batch(gk_i64 q, const gk_i64* __restrict_
     const typename Op::acc_t acc = stream_list<Op, T>(op, content_al, shift, ls, le);
     if (lane == 0) out[q + src] = op.finalize(acc, off, q + src);
   }
-  return all_mine;
-}
-
-template <class Op, class T, bool STAGED>
-__device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
-                                            const T* __restrict__ content_al, gk_i64 shift,
-                                            gk_u64 ident, typename Op::out_t* __restrict__ out,
-                                            unsigned char* __restrict__ empty, gk_i64 R) {
-  const int W = warpSize;
-  const gk_i64 w = (gk_i64)blockIdx.x * (GK_HYBRID_BLOCK / W) + gk_wave();
-#if GK_HYBRID_RANGED == 2
-  if constexpr (!STAGED) {
-    // one batch per wave: the lists whose key off[r] + (R / W) r lies in [off[0] + w R,
-    // off[0] + (w + 1) R): at most W lists, about R - (R / W) * lists elements
-    // (the batch's base in 32 bits: found by a search it cannot be recomputed from the
-    // thread's index, and in 64 bits, live across the batch, it spilled 40 bytes)
-    const gk_i64 weight = R / W, lo_key = off[0] + w * R;
-    const unsigned q32 = (unsigned)wave_lower_bound_keyed(off, n, lo_key, weight);
-    const gk_i64 q = (gk_i64)q32;
-    if (q >= n) return;
-    hybrid_batch<Op, T, false, true>(q, off, n, content_al, shift, ident, out, empty,
-                                     lo_key + R, weight);
-    return;
-  }
-#elif GK_HYBRID_RANGED
-  if constexpr (!STAGED) {
-    // ranged: wave w takes the lists whose key off[r] + GK_HYBRID_LIST_WEIGHT * r lies in
-    // [off[0] + w R, off[0] + (w + 1) R), batch after batch, so that every wave reads about R
-    // elements whatever the mix of lengths (with one batch per wave a block's slots are
-    // freed only when the wave whose batch held most long lists ends)
-    // the wave's place in 32 bits (in 64 it is live across the batch body and spilled it),
-    // its end key recomputed per batch
-    unsigned q = (unsigned)wave_lower_bound_keyed(off, n, off[0] + w * R, GK_HYBRID_LIST_WEIGHT);
-#pragma unroll 1
-    for (; q < n; q += W)
-      if (!hybrid_batch<Op, T, false, true>((gk_i64)q, off, n, content_al, shift, ident, out,
-                                            empty, off[0] + (w + 1) * R, GK_HYBRID_LIST_WEIGHT))
-        break;
-    return;
-  }
-#endif
-  // this wave's batch: lists [q, q + W)
-  const gk_i64 q = w * W;
-  if (q >= n) return;                   // whole waves leave together
-  hybrid_batch<Op, T, STAGED, false>(q, off, n, content_al, shift, ident, out, empty, 0, 0);
 }
 
 }  // namespace gk
@@ -1231,12 +1158,12 @@ extern "C" __global__ void GK_LB gk_partition(const gk_i64* off, gk_i64 n, gk_i6
   extern "C" __global__ void GK_LAUNCH_BOUNDS(GK_HYBRID_BLOCK, GK_HYBRID_MIN_BLOCKS) gk_##OPN##_##DT##_hybrid( \
       const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
       gk_u64 ident, OP<T>::out_t* out, unsigned char* empty) {                                       \
-    gk::hybrid_body<OP<T>, T, false>(off, n, content_al, shift, ident, out, empty, R);                  \
+    gk::hybrid_body<OP<T>, T, false>(off, n, content_al, shift, ident, out, empty);                  \
   }                                                                                                  \
   extern "C" __global__ void GK_LAUNCH_BOUNDS(GK_HYBRID_BLOCK, GK_HYBRID_MIN_BLOCKS) gk_##OPN##_##DT##_staged( \
       const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
       gk_u64 ident, OP<T>::out_t* out, unsigned char* empty) {                                       \
-    gk::hybrid_body<OP<T>, T, true>(off, n, content_al, shift, ident, out, empty, R);                   \
+    gk::hybrid_body<OP<T>, T, true>(off, n, content_al, shift, ident, out, empty);                   \
   }
 #else
 #error "define one of GK_VARIANT_SPLIT, GK_VARIANT_FUSED, GK_VARIANT_NAIVE"
