@@ -5,7 +5,9 @@ For every compile unit of gpuexec.kernels.gpu.strategies.compile_units(arch):
   gfx90a (hipcc) and gfx942 (clang-19): wavefront size 64, no scratch, no VGPR/SGPR
       spills, no out-of-line calls, global_load_dwordx4 where the unit promises
       "vector_load_128";
-  sm_90 (nvcc): no stack frame, no spill stores/loads, 128-bit PTX loads where promised;
+  sm_90 (nvcc): no stack frame, no spill stores/loads, 128-bit PTX loads where promised,
+      and where a unit promises "tile_loads_first" (the hybrid reduction kernels) every
+      128-bit load of a tile issued before the first is folded (cuobjdump's SASS);
   hiprtc (hip-python's hiprtc in Python worker processes): the gfx90a code object holds
       every kernel, built for 64-lane waves;
 and every compiled kernel must be one the unit lists, and the reverse. Then the ISA
@@ -28,7 +30,7 @@ from multiprocessing import get_context
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gates import amdgpu, hiprtc, nvidia, occupancy, table  # noqa: E402
+from gates import amdgpu, hiprtc, nvidia, occupancy, sass, table  # noqa: E402
 from gates.units import REPO, Unit, load_units  # noqa: E402
 
 sys.path.insert(0, REPO)
@@ -113,20 +115,33 @@ def gate_nvidia(rep: Report, tmp: str, strategies=None):
     if why:
         return rep.skip(arch, why)
     rep.toolchains[arch] = nvidia.version()
+    objdump = sass.cuobjdump()
+    if objdump:
+        rep.toolchains[f"{arch} SASS"] = sass.version(objdump)
     units = load_units(arch, strategies)
     outs = [os.path.join(tmp, f"{arch}-{i}") for i in range(len(units))]
-    for unit, (ok, log, res, ptx) in zip(units, _parallel(
+    for unit, out, (ok, log, res, ptx) in zip(units, outs, _parallel(
             lambda u, o: nvidia.compile_unit(u, o + ".cubin", o + ".ptx"), units, outs)):
         where = f"{arch} {unit.label()}"
         if not ok:
             rep.fail(where, "compile failed or warned:\n" + _excerpt(log))
             continue
         bad = kernel_set_problems(unit, res)
+        ordered = [k for k in unit.kernels if "tile_loads_first" in unit.promises.get(k, ())]
+        listings = {}
+        if ordered and objdump is None and f"{arch} SASS" not in rep.not_run:
+            rep.skip(f"{arch} SASS", "cuobjdump not found (PATH or the nvidia-cuda-cuobjdump "
+                     "wheel; .ci/install_hip.sh installs it)")
+        elif ordered:
+            listings = sass.kernels_sass(objdump, out + ".cubin")
         for k in unit.kernels:
             if k not in res:
                 continue
             r, text = res[k], ptx.get(k, "")
             problems = nvidia.check_kernel(k, r, text, unit.promises.get(k, frozenset()))
+            if k in ordered and listings:
+                problems += sass.tile_loads_problems(listings.get(k, ""),
+                                                     nvidia.tile_run(unit, k))
             bad += [f"{k}: {p}" for p in problems]
             if "registers" not in r:
                 continue

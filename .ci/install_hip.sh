@@ -7,6 +7,9 @@
 #    "libhiprtc.so", so $ROCM_PATH/lib/libhiprtc.so points at libamdhip64.so.5;
 #  - .venv (scripts/setup-venv.sh) plus hip-python, the `gpuexec[hip]` binding, so the
 #    gates can drive hiprtc in-process. It is an extra, not a core dependency.
+#  - cuobjdump and the nvdisasm it runs (the sm_90 gate reads the hybrid kernels' SASS):
+#    where PATH has none, PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels of
+#    nvcc's major version, into .venv.
 # nvcc is expected on PATH already. The gates set HIP_PLATFORM=amd themselves (with nvcc
 # on PATH hipcc would otherwise pick the NVIDIA platform).
 set -euo pipefail
@@ -48,4 +51,10 @@ EOF
 )
   echo "install_hip: pip install $spec"
   .venv/bin/python -m pip install -q "$spec"
+fi
+
+if ! .venv/bin/python -c 'import sys; sys.path.insert(0, ".ci"); from gates import sass; sys.exit(sass.cuobjdump() is None)'; then
+  major=$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+  echo "install_hip: pip install nvidia-cuda-cuobjdump==${major}.* nvidia-cuda-nvdisasm==${major}.*"
+  .venv/bin/python -m pip install -q "nvidia-cuda-cuobjdump==${major}.*" "nvidia-cuda-nvdisasm==${major}.*"
 fi

@@ -15,8 +15,10 @@ loads precede the first instruction that reads the first load's registers:
         [--out sass_load_order.json]
 
 The unit is the naive strategy's unit of that reduction for sm_90 (the strategy table's
-defines; ``-D`` adds or replaces some). Needs nvcc and cuobjdump: on PATH, or cuobjdump
-from PyPI's ``nvidia-cuda-cuobjdump`` wheel (``--cuobjdump nvidia/cu13/bin/cuobjdump``).
+defines; ``-D`` adds or replaces some). Needs nvcc, and cuobjdump with nvdisasm: on PATH
+or from PyPI's ``nvidia-cuda-cuobjdump`` / ``nvidia-cuda-nvdisasm`` wheels in this
+Python's environment (.ci/install_hip.sh installs them). The sm_90 compile gate asserts
+the same for every hybrid kernel of the table (.ci/gates/sass.py).
 """
 
 from __future__ import annotations
@@ -24,17 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, ".ci"))
 
-INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
-LOAD_128 = re.compile(r"LDG\.E\.128\S*\s+R(\d+)")
-RUN_WINDOW = 120  # instructions after a run's first load in which its other loads are sought
+from gates import sass  # noqa: E402  (the parser the sm_90 compile gate uses)
 
 
 def sass_of(reduction: str, kernel: str, defines: dict, cuobjdump: str) -> str:
@@ -49,39 +49,7 @@ def sass_of(reduction: str, kernel: str, defines: dict, cuobjdump: str) -> str:
         subprocess.run(["nvcc", "-x", "cu", "-std=c++17", "-arch=sm_90", "-O3", "-I", src,
                         "-cubin", *flags, "-o", cubin, os.path.join(src, unit.source)],
                        check=True)
-        return subprocess.run([cuobjdump, "-sass", "-fun", kernel, cubin], check=True,
-                              capture_output=True, text=True).stdout
-
-
-def load_runs(sass: str, per_run: int = 8) -> list[dict]:
-    """One entry per run of up to ``per_run`` LDG.E.128 (a lane's vectors of one tile):
-    its address, the loads issued before the first use of the first load's four
-    registers, and that use."""
-    code = [(m.group(1), m.group(2)) for m in map(INSTRUCTION.match, sass.splitlines()) if m]
-    runs, i = [], 0
-    while i < len(code):
-        m = LOAD_128.search(code[i][1])
-        if m is None:
-            i += 1
-            continue
-        first = int(m.group(1))
-        uses = re.compile(r"\bR(" + "|".join(str(first + k) for k in range(4)) + r")\b")
-        loads, use, j = 1, None, i + 1
-        while j < min(len(code), i + RUN_WINDOW) and use is None:
-            text = code[j][1]
-            if LOAD_128.search(text):
-                loads += 1
-            elif uses.search(text.split(" ", 1)[-1]):
-                use = f"{code[j][0]}: {text}"
-            j += 1
-        runs.append({"at": code[i][0], "loads_before_first_use": loads, "first_use": use})
-        # the rest of this run (its other loads) is not a run of its own
-        seen, k = 1, i + 1
-        while k < min(len(code), i + RUN_WINDOW) and seen < per_run:
-            seen += bool(LOAD_128.search(code[k][1]))
-            k += 1
-        i = k
-    return runs
+        return sass.kernels_sass(cuobjdump, cubin)[kernel]
 
 
 def main() -> None:
@@ -92,11 +60,12 @@ def main() -> None:
     ap.add_argument("--per-run", type=int, default=8,
                     help="128-bit loads per lane per tile: GK_HYBRID_ITEM_BYTES / 16, at most "
                          "16 elements (the table's 128 bytes: 8 for 8-byte values, 4 for 4-byte)")
-    ap.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
+    ap.add_argument("--cuobjdump", default=sass.cuobjdump() or "cuobjdump")
     ap.add_argument("--out")
     args = ap.parse_args()
     defines = dict(d.split("=", 1) for d in args.defines)
-    runs = load_runs(sass_of(args.reduction, args.kernel, defines, args.cuobjdump), args.per_run)
+    runs = sass.load_runs(sass_of(args.reduction, args.kernel, defines, args.cuobjdump),
+                          args.per_run)
     print(f"{args.kernel}{f' {defines}' if defines else ''}: runs of 128-bit loads")
     print(f"{'at':>6} {'loads before first use':>23}  first use")
     for r in runs:

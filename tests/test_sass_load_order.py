@@ -1,10 +1,17 @@
-"""benchmarks/sass_load_order.py's reading of SASS: how many 128-bit loads of a run are
-issued before the first instruction that reads the first load's registers (synthetic
-listings in cuobjdump's format; the script itself needs nvcc and cuobjdump)."""
+"""The reading of SASS that the sm_90 compile gate and benchmarks/sass_load_order.py share
+(.ci/gates/sass.py): how many 128-bit loads of a run are issued before the first
+instruction that reads the first load's registers, on synthetic listings in cuobjdump's
+format (the gate itself needs nvcc and cuobjdump)."""
 
 from __future__ import annotations
 
-from benchmarks.sass_load_order import load_runs
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                ".ci"))
+
+from gates.sass import kernels_sass, load_runs, tile_loads_problems  # noqa: E402
 
 
 def _sass(lines):
@@ -58,3 +65,27 @@ def test_runs_of_four_loads_for_four_byte_values():
     runs = load_runs(_sass(tile + ["FADD R4, R4, R40"] + tile + ["FADD R4, R4, R40"]),
                      per_run=4)
     assert [(r["at"], r["loads_before_first_use"]) for r in runs] == [("0000", 4), ("0050", 4)]
+
+
+def test_the_gate_names_a_tile_folded_before_its_loads():
+    ordered = [f"LDG.E.128 R{4 + 4 * k}, desc[UR10][R2.64+0x{512 * k:x}]" for k in range(8)]
+    assert tile_loads_problems(_sass(ordered + ["DADD R4, R4, R40"]), 8) == []
+    folded = ordered[:1] + ["DADD R4, R4, R40"] + ordered[1:]
+    problems = tile_loads_problems(_sass(folded), 8)
+    assert len(problems) == 1
+    assert problems[0].startswith("only 1 of 8 128-bit loads of the tile at 0000")
+    assert "DADD R4, R4, R40" in problems[0]
+    # a kernel that promises the order but has no 128-bit loads at all fails too
+    assert "no 128-bit loads" in tile_loads_problems(_sass(["DADD R4, R4, R40"]), 8)[0]
+
+
+def test_a_listing_is_split_by_function(tmp_path):
+    listing = ("\n\tcode for sm_90\n\t\tFunction : gk_a_hybrid\n" + _sass(["NOP"])
+               + "\n\t\tFunction : gk_b_hybrid\n" + _sass(["EXIT"]) + "\n")
+    tool = tmp_path / "cuobjdump"
+    tool.write_text(f"#!/bin/sh\ncat <<'EOF'\n{listing}EOF\n")
+    tool.chmod(0o755)
+    funcs = kernels_sass(str(tool), "unused.cubin")
+    assert sorted(funcs) == ["gk_a_hybrid", "gk_b_hybrid"]
+    assert "NOP" in funcs["gk_a_hybrid"] and "EXIT" not in funcs["gk_a_hybrid"]
+    assert "EXIT" in funcs["gk_b_hybrid"]

@@ -126,6 +126,13 @@ def test_hybrid_kernel_gets_its_own_launch_bound():
     assert S.plan("sm_90", launch="hybrid:block=64").per_list_plan().launch_of("hybrid").block == 64
     assert "gk_min_float64_hybrid" in unit.kernels
     assert "vector_load_128" in unit.promises["gk_min_float64_hybrid"]
+    # on NVIDIA the SASS gate also holds it to issuing a tile's loads before its folds (the
+    # staged kernel's copy loop stores each load to shared memory: not promised; CDNA rows
+    # do not run the hybrid kernel and have no SASS)
+    assert "tile_loads_first" in unit.promises["gk_min_float64_hybrid"]
+    assert "tile_loads_first" not in unit.promises["gk_min_float64_staged"]
+    cdna = S.unit_for(S.plan("gfx90a").per_list_plan(), S.OPS_BY_CONTRACT["reduce_min"])
+    assert "tile_loads_first" not in cdna.promises["gk_min_float64_hybrid"]
     # the lanes' read layout and tile width are compiled in, per op, and overridable
     arg = S.unit_for(p, S.OPS_BY_CONTRACT["reduce_argmax"])
     for u, op in ((unit, "min"), (arg, "argmax")):

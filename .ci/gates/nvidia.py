@@ -3,7 +3,8 @@
 nvcc -ptx, then ptxas -v on that PTX (the two halves of nvcc -cubin): ptxas prints, per
 entry function, its stack frame, spill stores/loads, registers and shared memory; the
 PTX shows whether a kernel that promises 128-bit loads issues ld.global.v2.b64 /
-.v4.b32 vector loads.
+.v4.b32 vector loads; the cubin's SASS (cuobjdump, gates/sass.py) whether one that
+promises "tile_loads_first" issues all of a tile's loads before folding the first.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def compile_unit(unit: Unit, cubin: str, ptx: str) -> tuple[bool, str, dict, dic
               *unit.define_flags(), "-ptx", unit.path, "-o", ptx]
     to_cubin = ["ptxas", f"-arch={ARCH}", "-O3", "-v", ptx, "-o", cubin]
     k = cache.key(version(), to_ptx[:-1] + to_cubin[:-3], unit)
-    log = cache.get(k, {"code.ptx": ptx})
+    artifacts = {"code.ptx": ptx, "code.cubin": cubin}
+    log = cache.get(k, artifacts)
     if log is None:
         logs = []
         for cmd in (to_ptx, to_cubin):
@@ -55,7 +57,7 @@ def compile_unit(unit: Unit, cubin: str, ptx: str) -> tuple[bool, str, dict, dic
         log = "\n".join(x for x in logs if x)
         if own_warnings(log, unit.src_dir):
             return False, log, {}, {}
-        cache.put(k, {"code.ptx": ptx}, log)
+        cache.put(k, artifacts, log)
     with open(ptx) as f:
         ptx_text = f.read()
     return True, log, parse_ptxas(log), split_ptx(ptx_text)
@@ -105,4 +107,14 @@ def check_kernel(name: str, res: dict, ptx: str, promises: frozenset) -> list[st
     return bad
 
 
-CHECKED_PROMISES = {"vector_load_128"}
+def tile_run(unit: Unit, kernel: str) -> int:
+    """128-bit loads per lane per tile of a hybrid kernel: GK_HYBRID_ITEM_BYTES / 16, at
+    most the value size (a lane's vectors hold at most 16 elements)."""
+    import numpy as np
+
+    item_bytes = int(dict(unit.defines).get("GK_HYBRID_ITEM_BYTES") or 64)
+    dtype = kernel.split("_")[-2]           # gk_<op>_<dtype>_<role>
+    return max(1, min(item_bytes // 16, np.dtype(dtype).itemsize))
+
+
+CHECKED_PROMISES = {"vector_load_128", "tile_loads_first"}

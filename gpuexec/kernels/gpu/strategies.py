@@ -720,6 +720,11 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
             # the tiled and hybrid kernels read content with 128-bit loads
             if (st.vec_bytes == 16 and flat_pass) or role in ("tiled", "hybrid", "staged"):
                 pr.add("vector_load_128")
+            # and the hybrid kernel issues all of a tile's loads before it folds the first
+            # (checked in nvcc's SASS: at 64 registers ptxas was seen to order them
+            # either way, 12 points of copy bandwidth apart)
+            if role == "hybrid" and p.vendor == "cuda":
+                pr.add("tile_loads_first")
             promises[name] = pr
     return CompileUnit(REDUCE_SOURCE, defines, kernels, promises, st.name, op.contract)
 
