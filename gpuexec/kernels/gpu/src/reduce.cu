@@ -752,7 +752,11 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 // queued in shared memory and taken by whichever wave is free, +1.4 to +6.9 points on mixed
 // lengths but -13 on Poisson(2000) float64 sum, where ptxas compiled the queue's copy of
 // stream_list to fold each tile's first vector before issuing its other loads
-// (benchmarks/sass_load_order.py); straight-line loads fixed that order but spilled.)
+// (benchmarks/sass_load_order.py); straight-line loads fixed that order but spilled.
+// Thirty-fifth session: waves given lists by equal ranges of content (one batch or several
+// per wave), 4-7 points slower on mixed lengths and 10-25 on Poisson(100). That change also
+// showed that moving the batch body into a function of its own flipped ptxas' load order
+// in the shipped kernel (-12 points): the sm_90 compile gate now checks it, .ci/gates/sass.py.)
 #ifndef GK_LONG_LIST
 #define GK_LONG_LIST 32
 #endif
