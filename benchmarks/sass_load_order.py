@@ -15,7 +15,8 @@ loads precede the first instruction that reads the first load's registers:
         [--out sass_load_order.json]
 
 The unit is the naive strategy's unit of that reduction for sm_90 (the strategy table's
-defines; ``-D`` adds or replaces some). Needs nvcc, and cuobjdump with nvdisasm: on PATH
+defines; ``-D`` adds or replaces some), compiled as the compile gate compiles it and from
+its cache (.ci/gates/nvidia.py). Needs nvcc, and cuobjdump with nvdisasm: on PATH
 or from PyPI's ``nvidia-cuda-cuobjdump`` / ``nvidia-cuda-nvdisasm`` wheels in this
 Python's environment (.ci/install_hip.sh installs them). The sm_90 compile gate asserts
 the same for every hybrid kernel of the table (.ci/gates/sass.py).
@@ -24,9 +25,9 @@ the same for every hybrid kernel of the table (.ci/gates/sass.py).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -34,21 +35,29 @@ REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, ".ci"))
 
-from gates import sass  # noqa: E402  (the parser the sm_90 compile gate uses)
+from gates import nvidia, sass  # noqa: E402  (what the sm_90 compile gate uses)
+from gates.units import load_units  # noqa: E402
 
 
-def sass_of(reduction: str, kernel: str, defines: dict, cuobjdump: str) -> str:
-    from gpuexec.kernels.gpu import strategies as S
+def unit_of(reduction: str, defines: dict):
+    """The naive strategy's sm_90 unit of ``reduce_<reduction>`` as the compile gate builds
+    it, with ``defines`` added or replaced."""
+    from gpuexec.kernels.gpu.strategies import OPS_BY_CONTRACT
 
-    unit = next(u for u in S.compile_units("sm_90")
-                if u.strategy == "naive" and u.op == f"reduce_{reduction}")
-    src = os.path.join(os.path.dirname(S.__file__), "src")
-    flags = [f"-D{k}={v}" for k, v in {**unit.defines, **defines}.items()]
+    op_define = OPS_BY_CONTRACT[f"reduce_{reduction}"].define
+    unit = next(u for u in load_units("sm_90")
+                if dict(u.defines).get("GK_VARIANT_NAIVE") and dict(u.defines).get(op_define))
+    merged = {**dict(unit.defines), **defines}
+    return dataclasses.replace(unit, defines=tuple(sorted(merged.items())))
+
+
+def sass_of(unit, kernel: str, cuobjdump: str) -> str:
+    """``kernel``'s SASS, compiled as the gate compiles it (and from the gate's cache)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = os.path.join(tmp, "unit.cubin")
-        subprocess.run(["nvcc", "-x", "cu", "-std=c++17", "-arch=sm_90", "-O3", "-I", src,
-                        "-cubin", *flags, "-o", cubin, os.path.join(src, unit.source)],
-                       check=True)
+        cubin, ptx = os.path.join(tmp, "unit.cubin"), os.path.join(tmp, "unit.ptx")
+        ok, log, _, _ = nvidia.compile_unit(unit, cubin, ptx)
+        if not ok:
+            sys.exit(f"{unit.label()} did not compile:\n{log}")
         return sass.kernels_sass(cuobjdump, cubin)[kernel]
 
 
@@ -57,15 +66,16 @@ def main() -> None:
     ap.add_argument("reduction", help="sum, max, argmax, ... (the reduce_<name> unit)")
     ap.add_argument("kernel", help="extern C name, e.g. gk_sum_float64_hybrid")
     ap.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE")
-    ap.add_argument("--per-run", type=int, default=8,
-                    help="128-bit loads per lane per tile: GK_HYBRID_ITEM_BYTES / 16, at most "
-                         "16 elements (the table's 128 bytes: 8 for 8-byte values, 4 for 4-byte)")
+    ap.add_argument("--per-run", type=int,
+                    help="128-bit loads per lane per tile (default: the unit's, as the gate "
+                         "counts them: GK_HYBRID_ITEM_BYTES / 16, at most the value's bytes)")
     ap.add_argument("--cuobjdump", default=sass.cuobjdump() or "cuobjdump")
     ap.add_argument("--out")
     args = ap.parse_args()
     defines = dict(d.split("=", 1) for d in args.defines)
-    runs = sass.load_runs(sass_of(args.reduction, args.kernel, defines, args.cuobjdump),
-                          args.per_run)
+    unit = unit_of(args.reduction, defines)
+    runs = sass.load_runs(sass_of(unit, args.kernel, args.cuobjdump),
+                          args.per_run or nvidia.tile_run(unit, args.kernel))
     print(f"{args.kernel}{f' {defines}' if defines else ''}: runs of 128-bit loads")
     print(f"{'at':>6} {'loads before first use':>23}  first use")
     for r in runs:

@@ -15,6 +15,7 @@ first load's registers is what the gate asserts and benchmarks/sass_load_order.p
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -28,6 +29,7 @@ FUNCTION = re.compile(r"^\s*Function : (\S+)\s*$", re.M)
 RUN_WINDOW = 120  # instructions after a run's first load in which its other loads are sought
 
 
+@functools.lru_cache(maxsize=None)  # looked up for every unit the gate reads
 def _tool(name: str) -> str | None:
     """``name`` on PATH, else the one of PyPI's nvidia-cuda-<name> wheel installed in this
     Python's environment (.ci/install_hip.sh installs them where PATH has none)."""
