@@ -131,6 +131,12 @@ def test_hybrid_kernel_gets_its_own_launch_bound():
     # do not run the hybrid kernel and have no SASS)
     assert "tile_loads_first" in unit.promises["gk_min_float64_hybrid"]
     assert "tile_loads_first" not in unit.promises["gk_min_float64_staged"]
+    # the shared kernel streams with the same loop: same promises, its own block and bound
+    assert {"vector_load_128", "tile_loads_first"} <= unit.promises["gk_min_float64_shared"]
+    for u, op in ((unit, "min"), (S.unit_for(p, S.OPS_BY_CONTRACT["reduce_argmax"]), "argmax")):
+        assert u.defines["GK_SHARED_BLOCK"] == p.launch_of("shared", op).block
+        assert u.defines["GK_SHARED_MIN_BLOCKS"] == p.launch_of("shared", op).min_blocks
+    assert p.launch_of("shared", "argmax") != p.launch_of("shared", "min")
     cdna = S.unit_for(S.plan("gfx90a").per_list_plan(), S.OPS_BY_CONTRACT["reduce_min"])
     assert "tile_loads_first" not in cdna.promises["gk_min_float64_hybrid"]
     # the lanes' read layout and tile width are compiled in, per op, and overridable
@@ -254,8 +260,9 @@ def test_staged_kernel_band():
 
 def test_the_longest_list_moves_the_short_list_rule():
     """Where the longest list is known, the tiled kernel's threshold moves up when no list
-    is far above the mean, and a long tail sends every mean length to the long-list
-    kernel (no list per thread, no staging); unknown, the mean decides as before."""
+    is far above the mean, and a long tail sends every mean length to the row's kernel for
+    long tails, the shared one (no list per thread, no staging); unknown, the mean decides
+    as before."""
     p = S.plan("sm_90")
     n = 4_000_000  # float64 content from 20M elements: past the tiled kernel's 64 MB
     rule = p.per_list_rule("sum", "float64")
@@ -263,13 +270,15 @@ def test_the_longest_list_moves_the_short_list_rule():
     mean = 24
     assert p.per_list_role("sum", n, mean * n, "float64") == "staged"  # the mean alone
     assert p.per_list_role("sum", n, mean * n, "float64", longest=60) == "tiled"
-    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000) == "hybrid"
+    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000) == "shared"
+    assert S.plan("sm_90", tail_lists="hybrid").per_list_role(
+        "sum", n, mean * n, "float64", longest=5000) == "hybrid"
     # below the mean threshold: one thread per list unless a long tail
     assert p.per_list_role("argmax", n, 13 * n, "float64") == "naive"
     assert p.per_list_role("argmax", n, 13 * n, "float64", longest=40) == "naive"
-    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000) == "hybrid"
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000) == "shared"
     assert p.per_list_role("sum", n, 5 * n, "float64", longest=64) == "tiled"  # the floor
-    assert p.per_list_role("sum", n, 5 * n, "float64", longest=65) == "hybrid"
+    assert p.per_list_role("sum", n, 5 * n, "float64", longest=65) == "shared"
     # naive short kernels (int64 sum; small content) keep the mean threshold
     assert p.per_list_role("sum", n, 12 * n, "int64", longest=30) == "hybrid"
     assert p.per_list_role("sum", 1000, 24_000, "float64", longest=30) == "staged"
@@ -281,12 +290,17 @@ def test_the_longest_list_moves_the_short_list_rule():
     few = int(p.tail[2] * 13 * n / 2000)
     assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000, n_long=few) == "naive"
     assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000,
-                           n_long=few + 1) == "hybrid"
+                           n_long=few + 1) == "shared"
     assert p.tail[3] > p.tail[2]
     assert p.per_list_role("max", n, 13 * n, "float64", longest=2000, n_long=few + 1) == "tiled"
     few_tiled = int(p.tail[3] * 13 * n / 2000)
     assert p.per_list_role("max", n, 13 * n, "float64", longest=2000,
-                           n_long=few_tiled + 1) == "hybrid"
+                           n_long=few_tiled + 1) == "shared"
     assert p.per_list_role("sum", n, mean * n, "float64", longest=5000, n_long=3) == "tiled"
     assert S.plan("sm_90", few_long=0).per_list_role("sum", n, mean * n, "float64",
-                                                     longest=5000, n_long=3) == "hybrid"
+                                                     longest=5000, n_long=3) == "shared"
+    # the kernel of a long tail: a table entry or one for all, never an unknown one
+    assert S.plan("sm_90", tail_lists={"argmax": "hybrid"}).per_list_role(
+        "argmax", n, 13 * n, "float64", longest=2000) == "hybrid"
+    with pytest.raises(ValueError, match="long-tail kernel"):
+        S.plan("sm_90", tail_lists="staged")

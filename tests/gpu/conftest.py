@@ -44,7 +44,10 @@ HYBRID_LAUNCH = {"hybrid": "", "hybrid-ordered": "lane_fold=0",
                  "hybrid-group4": "group=4,interleave=0",
                  # the staged kernel: chunks of 512 bytes (several per batch of the test
                  # arrays), every batch staged unless it holds a list over 16
-                 "hybrid-staged": "stage_bytes=512,stage_min=0,stage_max=16"}
+                 "hybrid-staged": "stage_bytes=512,stage_min=0,stage_max=16",
+                 # the shared kernel (streamed lists through the block's queue), the
+                 # table's launch
+                 "hybrid-shared": ""}
 
 
 @pytest.fixture(scope="session")
@@ -61,14 +64,16 @@ def gpu_backend_factory():
     stretch of each tile each (``interleave=0``; the table's rows interleave them),
     "hybrid-whole-wave" the whole wave streaming medium lists too (``group=1``; the table
     gives them 8 lanes each), "hybrid-group4" medium lists 4 lanes each, longer ones
-    read in stretches, and "hybrid-staged" the staged kernel (batches of lists read
-    through shared memory, ``stage_bytes``)."""
+    read in stretches, "hybrid-staged" the staged kernel (batches of lists read
+    through shared memory, ``stage_bytes``) and "hybrid-shared" the shared kernel (the
+    lists a wave would stream queued in the block's shared memory, taken by any wave)."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     def make(strategy: str):
         if strategy not in _backends:
             if strategy in ("per-list",) + tuple(HYBRID_LAUNCH):  # a naive-unit kernel
-                kernel = {"per-list": "tiled", "hybrid-staged": "staged"}.get(strategy, "hybrid")
+                kernel = {"per-list": "tiled", "hybrid-staged": "staged",
+                          "hybrid-shared": "shared"}.get(strategy, "hybrid")
                 launch = None
                 if HYBRID_LAUNCH.get(strategy):
                     launch = ";".join(f"{role}:{HYBRID_LAUNCH[strategy]}" for role in

@@ -3,7 +3,7 @@ reduction x dtype x layout x strategy (split, fused, naive, "per-list": the tile
 one-list-per-thread kernel the flattened strategies may use for short lists, and "hybrid":
 short lists one per lane, medium ones by groups of lanes, longer ones streamed by the wave,
 with its "hybrid-ordered", "hybrid-stretch", "hybrid-whole-wave", "hybrid-group4" and
-"hybrid-staged" variants, conftest.HYBRID_LAUNCH). Integers, counts, min/max and
+"hybrid-staged" and "hybrid-shared" variants, conftest.HYBRID_LAUNCH). Integers, counts, min/max and
 arg-reductions must be identical (values, types, option structure); float sum/prod agree
 within the summation error bound |got - want| <= n * eps * sum|x| (prod: n * eps * |want|)
 per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
@@ -25,7 +25,8 @@ from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random
 pytestmark = pytest.mark.gpu
 
 STRATEGIES = ["split", "fused", "naive", "per-list", "hybrid", "hybrid-ordered",
-              "hybrid-stretch", "hybrid-whole-wave", "hybrid-group4", "hybrid-staged"]
+              "hybrid-stretch", "hybrid-whole-wave", "hybrid-group4", "hybrid-staged",
+              "hybrid-shared"]
 FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzero", "any", "all"]
 
 
@@ -194,6 +195,35 @@ def _worst_case_lists(dtype):
 @pytest.mark.parametrize("fname", ["argmin", "argmax", "min", "max"])
 def test_extreme_values_and_nan_in_every_position(fname, dtype, strategy, gpu_backend_factory):
     check(fname, _worst_case_lists(dtype), gpu_backend_factory(strategy))
+
+
+# -- the shared kernel's queue: blocks whose waves stream many lists, and waves past the end --
+@pytest.mark.parametrize("launch", ["", "shared:block=64,min_blocks=8;shared:argmin:block=256,"
+                                        "min_blocks=3;shared:argmax:block=256,min_blocks=3"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int16", "uint8", "bool"])
+def test_shared_kernel_streams_every_queued_list_once(dtype, launch):
+    """Half of the lists streamed by a whole wave (longer than half a wave-tile: queued in
+    the block's shared memory and taken by whichever wave is free), the others short or
+    medium, the last block mostly past the end (its empty waves still reach the barrier
+    and take queued lists): every reduction equals awkward's, at the table's block size
+    and at two others."""
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    be = GPUBackend(strategy="fused", short_lists=float("inf"), per_list_kernel="shared",
+                    launch=launch or None)
+    rng = np.random.default_rng(5)
+    n = 1000  # not a multiple of any block's lists
+    counts = np.where(rng.random(n) < 0.5, rng.integers(257, 3000, n), rng.poisson(20, n))
+    counts[rng.random(n) < 0.05] = 0
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    x = build("listoffset", offsets, _values(rng, dtype, int(offsets[-1])))
+    for fname in FUNCS:
+        with gk.counting() as s:
+            check(fname, x, be)
+        if fname != "count":  # (count reads the offsets only)
+            launched = [k for k in s["kernels"] if k != "gk_offsets_summary"]
+            assert len(launched) == 1 and launched[0].endswith("_shared"), s["kernels"]
 
 
 # -- signed zeros: which zero comes first decides min/max, wherever the lanes meet it ---------
@@ -389,7 +419,7 @@ def test_the_offsets_check_on_the_device_reads_longest_and_long_lists(dtype):
 
 def test_the_longest_list_picks_the_kernel_of_a_public_call():
     """A public call's offsets pass the API layer's check, which reads their longest list
-    back: a long tail sends lists of a short mean to the hybrid kernel, bounded lengths
+    back: a long tail sends lists of a short mean to the shared kernel, bounded lengths
     keep the tiled kernel above the mean threshold, a handful of long lists (the check
     counts them) keeps the mean's kernel; the buffer-level kernel, given offsets
     nobody checked, decides by the mean alone. Every result equals awkward's."""
@@ -402,7 +432,7 @@ def test_the_longest_list_picks_the_kernel_of_a_public_call():
     bounded = rng.poisson(24, 420_000)  # about 10M float64: past the tiled kernel's 64 MB
     handful = rng.poisson(3, n)  # three long lists: counted, they are no long tail
     handful[rng.choice(n, 3, replace=False)] = 2000  # 1 % of the elements
-    for counts, fname, by_mean, by_longest in ((tail, "argmax", "naive", "hybrid"),
+    for counts, fname, by_mean, by_longest in ((tail, "argmax", "naive", "shared"),
                                                 (bounded, "sum", "staged", "tiled"),
                                                 (handful, "argmax", "naive", "naive")):
         host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)

@@ -105,14 +105,15 @@ class PinnedStaging:
 class GPUBackend(Backend):
     """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None,
     per_list_kernel=None, long_list_kernel=None, family_per_list=None, staged_lists=None,
-    few_long=None)``.
+    few_long=None, tail_lists=None)``.
 
     ``strategy``/``launch``/``short_lists``/``per_list_kernel``/``long_list_kernel``
     override the strategy table (tests and benchmarks run every strategy on the same device;
     ``short_lists=0`` keeps the flattened kernels on short lists too, a dict of
     ``op[:dtype]`` thresholds replaces the table's, ``long_list_kernel="flat"`` keeps them
     on long ones, ``staged_lists=()`` keeps the hybrid kernel on every mean length,
-    ``few_long=0`` counts any long list as a long tail);
+    ``few_long=0`` counts any long list as a long tail, ``tail_lists="hybrid"`` or
+    ``"shared"`` names the kernel of a long tail);
     ``vendor`` "cuda" or "hip" (default: the one present)."""
 
     ak_backend = "cuda"
@@ -122,7 +123,8 @@ class GPUBackend(Backend):
                  launch=None, device: int = 0, cache_dir: str | None = None,
                  short_lists: float | dict | None = None, per_list_kernel: str | None = None,
                  long_list_kernel: str | None = None, family_per_list: dict | None = None,
-                 staged_lists: dict | tuple | None = None, few_long: float | None = None):
+                 staged_lists: dict | tuple | None = None, few_long: float | None = None,
+                 tail_lists: dict | str | None = None):
         super().__init__()
         import cupy
 
@@ -138,7 +140,8 @@ class GPUBackend(Backend):
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
         self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list_kernel,
-                           long_list_kernel, family_per_list, staged_lists, few_long)
+                           long_list_kernel, family_per_list, staged_lists, few_long,
+                           tail_lists)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}
@@ -293,7 +296,9 @@ class GPUBackend(Backend):
         # (strategies.py): kernels of the naive unit, launched one thread per list
         per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
-        hybrid_block = per_list_plan.launch_of("hybrid", op.device).block  # its own size
+        # the hybrid kernel's own block size, its staged variant's too; the shared kernel's
+        hybrid_block = per_list_plan.launch_of("hybrid", op.device).block
+        shared_block = per_list_plan.launch_of("shared", op.device).block
         choose_per_list = self.plan.per_list_chooser(op.device, dt)
         per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
 
@@ -303,7 +308,8 @@ class GPUBackend(Backend):
                 name = f"gk_{op.device}_{dt}_{role}"
                 entry = per_list_launch[role] = (
                     name, self._functions(op, per_list_plan)[name],
-                    hybrid_block if role in ("hybrid", "staged") else per_list_block)
+                    hybrid_block if role in ("hybrid", "staged")
+                    else shared_block if role == "shared" else per_list_block)
             return entry
 
         def max_waves(fn):

@@ -216,6 +216,10 @@ class ArchRow:
     # offsets check's ``LONG_LIST``
     tiled_lists: dict = field(default_factory=dict)
     tail: tuple = (*LONG_LIST, *FEW_LONG)
+    # op or "op:dtype" -> the naive unit's kernel for inputs with a long tail (the branch
+    # above that sends every mean length to the long-list kernel) where that kernel is
+    # "hybrid" (TAIL_KERNELS; missing: "hybrid")
+    tail_lists: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -248,7 +252,8 @@ class PerListRule(NamedTuple):
     max(``tail_factor`` x the mean, ``tail_floor``), the tiled kernel's threshold is
     ``bounded``; above, the ``long`` kernel runs whatever the mean, unless the long lists
     are counted and they times the longest are at most ``tail_few`` x the elements
-    (``tail_few_tiled`` where the tiled kernel would run)."""
+    (``tail_few_tiled`` where the tiled kernel would run); such a long tail runs ``tail``
+    where given."""
 
     below: float
     short: str
@@ -261,10 +266,13 @@ class PerListRule(NamedTuple):
     tail_floor: float
     tail_few: float = 0.0
     tail_few_tiled: float = 0.0
+    tail: str | None = None  # the kernel for a long tail (None: ``long``)
 
 
 # the per-list kernels of the naive unit (role names in its compile unit)
-PER_LIST_KERNELS = ("naive", "tiled", "hybrid", "staged")
+PER_LIST_KERNELS = ("naive", "tiled", "hybrid", "staged", "shared")
+# what may reduce a long tail in place of the hybrid kernel
+TAIL_KERNELS = ("hybrid", "shared")
 # "flat": the strategy's own flattened passes; "hybrid": the naive unit's hybrid kernel
 LONG_LIST_KERNELS = ("flat", "hybrid")
 
@@ -323,7 +331,21 @@ ARCHES: tuple[ArchRow, ...] = (
              # Poisson(40) (gpu_reduce_sweep_s16_group_h200.json, _dists_h200.json)
              "hybrid": Launch(128, 128, 8, interleave=1, short_batch=8, group=8),
              "hybrid:argmin": Launch(64, 128, 14, interleave=1, short_batch=8, group=8),
-             "hybrid:argmax": Launch(64, 128, 14, interleave=1, short_batch=8, group=8)},
+             "hybrid:argmax": Launch(64, 128, 14, interleave=1, short_batch=8, group=8),
+             # the shared kernel (the hybrid one's shape; only block and bound are its own,
+             # <= 64 registers, argmin/argmax <= 72, no spills): 8 blocks of 128, arg 7.
+             # H200, 100M elements, % of copy, one sweep in turns with the hybrid kernel
+             # (sweep_shared_s36_h200.json), float64 sum / max / count_nonzero / argmax,
+             # hybrid -> shared at 256 x 4 (arg 128 x 7) / 128 x 8 (arg 64 x 14) / 512 x 2
+             # (arg 256 x 3): mixed lengths 88.1 / 86.6 / 86.9 / 82.3 -> 93.9 / 93.1 /
+             # 92.9 / 87.8, 93.0 / 92.2 / 92.2 / 85.1, 92.8 / 91.6 / 91.2 / 84.7; 3 % of
+             # lists of 100..2000 among Poisson(3) 94.1 / 92.5 / 92.2 / 83.1 -> 93.0 / 90.6
+             # / 89.5 / 83.0, 96.6 / 95.2 / 94.7 / 81.7, 86.2 / 83.6 / 82.6 / 74.4; 30 %
+             # 84.3 / 82.2 / 82.8 / 77.8 -> 91.4 / 89.1 / 87.9 / 86.5, 90.9 / 89.5 / 89.0
+             # / 85.1, 90.1 / 87.6 / 86.1 / 81.4 (int64 alike). Without a tail it loses:
+             # Poisson(300) float64 sum 93.2 -> 89.2, argmax 70.0 -> 61.5 (256 x 4)
+             "shared": Launch(128, 128, 8), "shared:argmin": Launch(128, 128, 7),
+             "shared:argmax": Launch(128, 128, 7)},
             # H200, 100M float64: per-list argmin/argmax 2x faster than flattened at mean
             # length 5, 3x slower at mean length 108 (gpu_reduce_s5_h200.json)
             {"argmin": 16, "argmax": 16, "*": 8},
@@ -412,7 +434,12 @@ ARCHES: tuple[ArchRow, ...] = (
             # at 12-32 % and the hybrid one at 71-89 (_short3_): argmax went one thread per
             # list there by the mean alone (14.8 against 74.3 %)
             tiled_lists={"sum:float64": 64, "prod:float64": 64, "min:float64": 64,
-                         "max:float64": 64, "min:int64": 64, "max:int64": 64}),
+                         "max:float64": 64, "min:int64": 64, "max:int64": 64},
+            # A long tail (lengths whose longest list and counted long lists say so) goes
+            # to the shared kernel: a block's waves take its streamed lists from one queue,
+            # so that no wave waits on another whose batch held more long lists. Figures:
+            # the "shared" launch above; inputs without a tail keep the hybrid kernel
+            tail_lists={"*": "shared"}),
 )
 
 
@@ -458,6 +485,7 @@ class Plan:
     # a longest list up to max(factor x mean, floor), or long lists x longest at most few
     # x the elements: no long tail (factor, floor, few, few for the tiled kernel)
     tail: tuple = (*LONG_LIST, *FEW_LONG)
+    tail_lists: dict = field(default_factory=dict)  # op[:dtype] -> kernel for a long tail
 
     def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy runs ``family``'s per-list kernels on these lists
@@ -493,6 +521,7 @@ class Plan:
         short = self.per_list_kernel(op, dtype)
         below = self.short_list_threshold(op, dtype)
         staged = _per_op(self.staged_lists, op, (0, 0), dtype) if long == "hybrid" else (0, 0)
+        tail = _per_op(self.tail_lists, op, "hybrid", dtype) if long == "hybrid" else None
         bounded = below
         if short == "tiled" and self.strategy.flatten:
             bounded = _per_op(self.tiled_lists, op, below, dtype)
@@ -500,7 +529,8 @@ class Plan:
                            short_from=self.tiled_from_bytes if short == "tiled" else 0,
                            staged_from=staged[0], staged_below=staged[1], bounded=bounded,
                            tail_factor=self.tail[0], tail_floor=self.tail[1],
-                           tail_few=self.tail[2], tail_few_tiled=self.tail[3])
+                           tail_few=self.tail[2], tail_few_tiled=self.tail[3],
+                           tail=None if tail == "hybrid" else tail)
 
     def per_list_chooser(self, op: str, dtype: str | None = None):
         """``choose(n_lists, n_elements, content_bytes, longest=None, n_long=None)``: the
@@ -520,6 +550,7 @@ class Plan:
         staged_from, staged_below, bounded = rule.staged_from, rule.staged_below, rule.bounded
         factor, floor = rule.tail_factor, rule.tail_floor
         few, few_tiled = rule.tail_few, rule.tail_few_tiled  # by the kernel that would run
+        tail = rule.tail or long
 
         def choose(n_lists, n_elements, content_bytes, longest=None, n_long=None):
             if n_lists <= 0:
@@ -534,7 +565,7 @@ class Plan:
                 if n_elements < (bounded if tiled else below) * n_lists:
                     return short if tiled else "naive"
             else:  # a long tail: one thread (or lane, staged) per list would wait on it
-                return long
+                return tail
             if staged_from * n_lists <= n_elements < staged_below * n_lists:
                 return "staged"
             return long
@@ -577,14 +608,16 @@ class Plan:
 def plan(arch: str, strategy: str | None = None, launch: dict | str | None = None,
          short_lists: float | dict | None = None, per_list_kernel: str | None = None,
          long_list_kernel: str | None = None, family_per_list: dict | None = None,
-         staged_lists: dict | tuple | None = None, few_long: float | None = None) -> Plan:
+         staged_lists: dict | tuple | None = None, few_long: float | None = None,
+         tail_lists: dict | str | None = None) -> Plan:
     """The strategy and launch configuration for ``arch`` after overrides (argument, then
     environment, then the table). A ``short_lists`` override (one threshold, or a table
     like the row's) holds for both short-list kernels; one of 0 (always flattened) also
     clears the families' per-list windows; ``family_per_list`` replaces them;
     ``staged_lists`` (a ``(from, below)`` band, a table of them, or ``()``: never) replaces
     the row's bands of the staged kernel; ``few_long`` the share of the elements up to
-    which counted long lists are no long tail (0: any long list is)."""
+    which counted long lists are no long tail (0: any long list is); ``tail_lists`` (a
+    kernel of TAIL_KERNELS, or a table like the row's) the kernel of a long tail."""
     row = arch_row(arch)
     if short_lists is None and os.environ.get("GPUEXEC_GPU_SHORT_LISTS"):
         short_lists = float(os.environ["GPUEXEC_GPU_SHORT_LISTS"])
@@ -627,9 +660,15 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
     # the table's choice
     chosen = per_list_kernel or os.environ.get("GPUEXEC_GPU_PER_LIST_KERNEL")
     tiled = dict(row.tiled_lists) if short_lists is None else {}  # an override holds for all
+    tails = (dict(row.tail_lists) if tail_lists is None
+             else {"*": tail_lists} if isinstance(tail_lists, str) else dict(tail_lists))
+    for kernel in tails.values():
+        if kernel not in TAIL_KERNELS:
+            raise ValueError(f"unknown long-tail kernel {kernel!r}; known: {', '.join(TAIL_KERNELS)}")
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
                 longs, windows, 0 if chosen else row.tiled_from_bytes, staged, tiled,
-                row.tail if few_long is None else (*row.tail[:2], float(few_long), float(few_long)))
+                row.tail if few_long is None else (*row.tail[:2], float(few_long), float(few_long)),
+                tails)
 
 
 def _per_op(table: dict, op: str, default, dtype: str | None = None):
@@ -708,6 +747,10 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_STAGE"] = hyb.stage_bytes  # the staged kernel
         defines["GK_HYBRID_STAGE_MIN"] = hyb.stage_min
         defines["GK_HYBRID_STAGE_MAX"] = hyb.stage_max
+        # the shared kernel: the hybrid one's shape, its own block and bound
+        shared = p.launch_of("shared", op.device)
+        defines["GK_SHARED_BLOCK"] = shared.block
+        defines["GK_SHARED_MIN_BLOCKS"] = shared.min_blocks
     promises: dict[str, set] = {}
     kernels: list[str] = []
     for role, names in kernel_names(op, st).items():
@@ -718,12 +761,13 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
                 pr.add("wave64")
             flat_pass = st.flatten and role in ("split", "fused")
             # the tiled and hybrid kernels read content with 128-bit loads
-            if (st.vec_bytes == 16 and flat_pass) or role in ("tiled", "hybrid", "staged"):
+            if (st.vec_bytes == 16 and flat_pass) or role in ("tiled", "hybrid", "staged",
+                                                               "shared"):
                 pr.add("vector_load_128")
             # and the hybrid kernel issues all of a tile's loads before it folds the first
             # (checked in nvcc's SASS: at 64 registers ptxas was seen to order them
             # either way, 12 points of copy bandwidth apart)
-            if role == "hybrid" and p.vendor == "cuda":
+            if role in ("hybrid", "shared") and p.vendor == "cuda":
                 pr.add("tile_loads_first")
             promises[name] = pr
     return CompileUnit(REDUCE_SOURCE, defines, kernels, promises, st.name, op.contract)

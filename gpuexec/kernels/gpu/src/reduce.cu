@@ -179,6 +179,11 @@ template <class T, bool MAX> struct Extremum {
 };
 template <class T> struct Min : Extremum<T, false> { __device__ Min(gk_u64 b) : Extremum<T, false>(b) {} };
 template <class T> struct Max : Extremum<T, true> { __device__ Max(gk_u64 b) : Extremum<T, true>(b) {} };
+// whether Op::redo may be true (min/max of floats): the compiler cannot see through the
+// ballots that gather redo's answers, so kernels that have no second walk say so
+template <class Op> struct may_redo { static constexpr bool value = false; };
+template <class T> struct may_redo<Min<T>> { static constexpr bool value = traits<T>::is_float; };
+template <class T> struct may_redo<Max<T>> { static constexpr bool value = traits<T>::is_float; };
 
 // argmin/argmax: (value, absolute position); idx < 0 is "nothing yet", with the worst value
 // of the promoted type (-inf / lowest for max, +inf / highest for min). awkward takes a
@@ -928,6 +933,23 @@ __device__ __forceinline__ typename Op::acc_t fold_interleaved(const Op& op, typ
   return part;
 }
 
+// Reduce the list [ls, le) with the whole wave in order: an ordered wave reduction per tile
+// (the result in every lane).
+template <class Op, class T>
+__device__ __forceinline__ typename Op::acc_t walk_list(const Op& op,
+                                                        const T* __restrict__ content_al,
+                                                        gk_i64 shift, gk_i64 ls, gk_i64 le) {
+  typedef stream_shape<T> S;
+  const gk_i64 E = (gk_i64)warpSize * S::ITEMS;
+  const gk_vec16* src = reinterpret_cast<const gk_vec16*>(content_al);
+  const gk_i64 first = ((ls + shift) / S::VEC) * S::VEC, last = le + shift;
+  typename Op::acc_t acc = op.identity();
+  for (gk_i64 rb = first; rb < last; rb += E)
+    acc = op.combine(acc, wave_reduce<Op>(
+        op, fold_stretch<Op, T>(op, op.identity(), src, shift, ls, le, rb, last)));
+  return acc;
+}
+
 // Reduce the list [ls, le) with the whole wave (the result in every lane).
 template <class Op, class T>
 __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
@@ -955,11 +977,7 @@ __device__ __forceinline__ typename Op::acc_t stream_list(const Op& op,
     if (!op.redo(merged)) return merged;
   }
 #endif
-  A acc = op.identity();
-  for (gk_i64 rb = first; rb < last; rb += E)
-    acc = op.combine(acc, wave_reduce<Op>(
-        op, fold_stretch<Op, T>(op, op.identity(), src, shift, ls, le, rb, last)));
-  return acc;
+  return walk_list<Op, T>(op, content_al, shift, ls, le);
 }
 
 #if GK_HYBRID_GROUP > 1 && GK_HYBRID_LANE_FOLD
@@ -1042,16 +1060,39 @@ __device__ __forceinline__ void staged_batch(const Op& op, const gk_i64* __restr
   if (r < n) out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
 }
 
-// STAGED: the "staged" kernel (staged batches first, above)
-template <class Op, class T, bool STAGED>
+// The "shared" kernel (SHARED, its own block size GK_SHARED_BLOCK): the hybrid kernel with
+// the lists a whole wave would stream put in a queue in the block's shared memory once the
+// waves have read their bounds (one barrier), and taken one at a time by whichever wave is
+// free once its short and medium lists are done. With one batch per wave a block's slots
+// are freed only when its slowest wave ends, the one whose batch held most long lists
+// (H200, mixed lengths, float64 sum: 36.7 % achieved occupancy of the 50 % its registers
+// allow, Nsight Compute). A list is still reduced by one wave in one order, so results are
+// the hybrid kernel's. Every streamed list goes through the queue, so that the kernel holds
+// one copy of the streaming loop (a second copy, for a wave's own long lists, was compiled
+// to fold each tile's first vector before issuing the other loads: thirty-fourth session).
+// The table runs it where the lengths have a long tail (strategies.py, ``tail_lists``).
+#ifndef GK_SHARED_BLOCK
+#define GK_SHARED_BLOCK GK_HYBRID_BLOCK
+#endif
+#ifndef GK_SHARED_MIN_BLOCKS
+#define GK_SHARED_MIN_BLOCKS GK_HYBRID_MIN_BLOCKS
+#endif
+static_assert(GK_SHARED_BLOCK % 64 == 0, "block sizes must be multiples of 64");
+
+// STAGED: the "staged" kernel (staged batches first, above); SHARED: the "shared" kernel
+// (above); BLOCK: the kernel's block size
+template <class Op, class T, bool STAGED, bool SHARED = false, int BLOCK = GK_HYBRID_BLOCK>
 __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i64 n,
                                             const T* __restrict__ content_al, gk_i64 shift,
                                             gk_u64 ident, typename Op::out_t* __restrict__ out,
                                             unsigned char* __restrict__ empty) {
+  static_assert(!(STAGED && SHARED), "the staged kernel does not share");
   const int W = warpSize, lane = gk_lane();
   // this wave's batch: lists [q, q + W)
-  const gk_i64 q = ((gk_i64)blockIdx.x * (GK_HYBRID_BLOCK / W) + gk_wave()) * W;
-  if (q >= n) return;                   // whole waves leave together
+  const gk_i64 q = ((gk_i64)blockIdx.x * (BLOCK / W) + gk_wave()) * W;
+  // whole waves leave together; in the shared kernel every wave reaches the block's
+  // barrier (one past the end queues nothing and takes queued lists)
+  if (!SHARED && q >= n) return;
   const gk_i64 r = q + lane;
   const bool mine = r < n;
   const gk_i64 s = mine ? off[r] : 0, e = mine ? off[r + 1] : 0;
@@ -1068,6 +1109,30 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
       staged_batch<Op, T>(op, off, n, content_al, shift, q, s, e, out);
       return;
     }
+  }
+  // the shared kernel's queue: wave w's streamed lists at [w * W, w * W + count[w]), in
+  // lane order (their bounds, and the list's lane in the batch)
+  constexpr int QUEUE = SHARED ? BLOCK : 1;
+  __shared__ gk_i64 queue_s[QUEUE], queue_e[QUEUE];
+  __shared__ int queue_lane[QUEUE], queue_count[SHARED ? BLOCK / GK_MIN_WAVE_WIDTH : 1];
+  __shared__ int queue_next;
+  if constexpr (SHARED) {
+#if GK_HYBRID_GROUP > 1 && GK_HYBRID_LANE_FOLD
+    const bool streamed = is_long && e - s > (gk_i64)W * stream_shape<T>::ITEMS / 2;
+#else
+    const bool streamed = is_long;
+#endif
+    const gk_lanemask_t queued = gk_ballot(streamed);
+    const int base = gk_wave() * W;
+    if (streamed) {
+      const int rank = __popcll(queued & (((gk_lanemask_t)1 << lane) - 1));
+      queue_s[base + rank] = s;
+      queue_e[base + rank] = e;
+      queue_lane[base + rank] = lane;
+    }
+    if (lane == 0) queue_count[gk_wave()] = __popcll(queued);
+    if (threadIdx.x == 0) queue_next = 0;
+    __syncthreads();
   }
   if (mine && !is_long) {
     if (s == e) {
@@ -1089,7 +1154,8 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
 #if GK_HYBRID_GROUP > 1 && GK_HYBRID_LANE_FOLD
   // medium lists: long ones of at most half a wave-tile
   const bool is_medium = is_long && e - s <= (gk_i64)W * stream_shape<T>::ITEMS / 2;
-  gk_lanemask_t longs = gk_ballot(is_long && !is_medium);
+  // (the shared kernel streams them from its queue)
+  gk_lanemask_t longs = SHARED ? 0 : gk_ballot(is_long && !is_medium);
   // with groups over 4 lanes, those that fit one tile of 4 lanes take 4 lanes each, W / 4
   // lists at a time
   constexpr int SMALL_GROUP = GK_HYBRID_GROUP > 4 ? 4 : GK_HYBRID_GROUP;
@@ -1101,13 +1167,39 @@ __device__ __forceinline__ void hybrid_body(const gk_i64* __restrict__ off, gk_i
   longs |= medium_lists<Op, T, GK_HYBRID_GROUP>(op, off, content_al, shift, s, e, q, out,
                                                 gk_ballot(is_medium && !is_small));
 #else
-  gk_lanemask_t longs = gk_ballot(is_long);
+  gk_lanemask_t longs = SHARED ? 0 : gk_ballot(is_long);
 #endif
+  // (in the shared kernel only medium lists walked again in order, Op::redo: walked in
+  // order at once, without a second copy of the lane-folded loop)
+  if (SHARED && !may_redo<Op>::value) longs = 0;
   for (; longs != 0; longs &= longs - 1) {
     const int src = __ffsll((long long)longs) - 1;
     const gk_i64 ls = gk_shfl(s, src), le = gk_shfl(e, src);
-    const typename Op::acc_t acc = stream_list<Op, T>(op, content_al, shift, ls, le);
+    const typename Op::acc_t acc = SHARED ? walk_list<Op, T>(op, content_al, shift, ls, le)
+                                          : stream_list<Op, T>(op, content_al, shift, ls, le);
     if (lane == 0) out[q + src] = op.finalize(acc, off, q + src);
+  }
+  if constexpr (SHARED) {
+    // the block's queue, entry k being the k-th queued list of the waves in order
+    const int waves = BLOCK / W;
+    const gk_i64 block_first = (gk_i64)blockIdx.x * BLOCK;
+    for (;;) {
+      int k = 0;
+      if (lane == 0) k = atomicAdd(&queue_next, 1);
+      k = gk_shfl(k, 0);
+      int w = 0;
+      for (; w < waves; ++w) {
+        const int c = queue_count[w];
+        if (k < c) break;
+        k -= c;
+      }
+      if (w == waves) break;
+      const int slot = w * W + k;
+      const gk_i64 ls = queue_s[slot], le = queue_e[slot];
+      const gk_i64 list = block_first + slot - k + queue_lane[slot];
+      const typename Op::acc_t acc = stream_list<Op, T>(op, content_al, shift, ls, le);
+      if (lane == 0) out[list] = op.finalize(acc, off, list);
+    }
   }
 }
 
@@ -1168,6 +1260,12 @@ extern "C" __global__ void GK_LB gk_partition(const gk_i64* off, gk_i64 n, gk_i6
       const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
       gk_u64 ident, OP<T>::out_t* out, unsigned char* empty) {                                       \
     gk::hybrid_body<OP<T>, T, true>(off, n, content_al, shift, ident, out, empty);                   \
+  }                                                                                                  \
+  extern "C" __global__ void GK_LAUNCH_BOUNDS(GK_SHARED_BLOCK, GK_SHARED_MIN_BLOCKS) gk_##OPN##_##DT##_shared( \
+      const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
+      gk_u64 ident, OP<T>::out_t* out, unsigned char* empty) {                                       \
+    gk::hybrid_body<OP<T>, T, false, true, GK_SHARED_BLOCK>(off, n, content_al, shift, ident, out,   \
+                                                            empty);                                  \
   }
 #else
 #error "define one of GK_VARIANT_SPLIT, GK_VARIANT_FUSED, GK_VARIANT_NAIVE"
