@@ -244,7 +244,9 @@ def test_the_offsets_check_remembers_its_summary():
     tail = np.concatenate([[0], np.cumsum(counts)]) + 5
     assert validate.offsets(tail, int(tail[-1])) == (5, int(tail[-1]))
     assert validate.longest_list(tail) == 2000 and validate.long_lists(tail) == 4
+    assert validate.tail_of(tail) == (2000, 4)  # both in one lookup (the GPU reductions')
     assert validate.long_lists(tail.copy()) is None
+    assert validate.tail_of(tail.copy()) == (None, None)
     assert validate.longest_list(offsets.copy()) is None
     bad = np.array([0, 5, 3], dtype=np.int64)
     with pytest.raises(validate.InvalidLayout):

@@ -82,6 +82,16 @@ def long_lists(offsets):
     return None if entry is None else entry[1].n_long
 
 
+_NO_TAIL = (None, None)
+
+
+def tail_of(offsets) -> tuple:
+    """(``longest_list``, ``long_lists``) of such a buffer in one lookup, else (None,
+    None): what the GPU engine reads on every reduction."""
+    entry = _passed.get(offsets)
+    return _NO_TAIL if entry is None else (entry[1].longest, entry[1].n_long)
+
+
 def ends(offsets):
     """(offsets[0], offsets[n]) of such a buffer, else None: read with the check, so
     that slicing the content by them costs no further host read on a GPU."""

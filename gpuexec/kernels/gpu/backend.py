@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import threading
 
+import awkward as ak
 import numpy as np
 
 from gpuexec.kernels.backend import Backend
@@ -23,11 +24,12 @@ from gpuexec.kernels.gpu import strategies as S
 from gpuexec.kernels.gpu.errors import DeviceOutOfMemory, GPUCallError
 from gpuexec.kernels.gpu.runtime import Runtime
 from gpuexec.kernels.stats import record_kernel
-from gpuexec.kernels.validate import long_lists, longest_list
+from gpuexec.kernels.validate import tail_of
 
 # bytes of one carried partial (the widest accumulator: an (value, int64 index) pair)
 _ACC_BYTES = 16
 _INT64 = np.dtype(np.int64)
+_AK_ARRAY = ak.Array
 
 
 def _out_dtype(op: S.Op, dtype: np.dtype) -> np.dtype:
@@ -179,8 +181,8 @@ class GPUBackend(Backend):
     def adopt(self, array):
         """An awkward array (or layout) with every buffer on this device; host buffers go
         through pinned staging. Device arrays are returned as they are."""
-        import awkward as ak
-
+        if type(array) is _AK_ARRAY and array.layout.backend.name == "cuda":
+            return array  # the common call: no further checks
         from gpuexec.kernels.dispatch import awkward_backend_of
 
         if awkward_backend_of(array) == "cuda":
@@ -324,7 +326,7 @@ class GPUBackend(Backend):
         def reduce(offsets, content, identity=None, with_empty=False):
             cp = self._cp
             # where the API layer checked this buffer: its longest list, its long lists
-            longest, n_long = longest_list(offsets), long_lists(offsets)
+            longest, n_long = tail_of(offsets)
             offsets = self.int64(offsets)
             content = self.asarray(content)
             n = offsets.shape[0] - 1
