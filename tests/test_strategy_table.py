@@ -302,5 +302,9 @@ def test_the_longest_list_moves_the_short_list_rule():
     # the kernel of a long tail: a table entry or one for all, never an unknown one
     assert S.plan("sm_90", tail_lists={"argmax": "hybrid"}).per_list_role(
         "argmax", n, 13 * n, "float64", longest=2000) == "hybrid"
+    # a streaming kernel named by the caller holds for long tails too; a per-list one not
+    for forced, want in (("hybrid", "hybrid"), ("shared", "shared"), ("tiled", "shared")):
+        assert S.plan("sm_90", per_list_kernel=forced).per_list_role(
+            "argmax", n, 13 * n, "float64", longest=2000) == want
     with pytest.raises(ValueError, match="long-tail kernel"):
         S.plan("sm_90", tail_lists="staged")
