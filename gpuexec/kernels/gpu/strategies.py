@@ -668,7 +668,8 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
         tails = {"*": tail_lists} if isinstance(tail_lists, str) else dict(tail_lists)
     for kernel in tails.values():
         if kernel not in TAIL_KERNELS:
-            raise ValueError(f"unknown long-tail kernel {kernel!r}; known: {', '.join(TAIL_KERNELS)}")
+            raise ValueError(f"unknown long-tail kernel {kernel!r}; known: "
+                             f"{', '.join(TAIL_KERNELS)}")
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
                 longs, windows, 0 if chosen else row.tiled_from_bytes, staged, tiled,
                 row.tail if few_long is None else (*row.tail[:2], float(few_long), float(few_long)),
