@@ -260,9 +260,10 @@ def test_staged_kernel_band():
 
 def test_the_longest_list_moves_the_short_list_rule():
     """Where the longest list is known, the tiled kernel's threshold moves up when no list
-    is far above the mean, and a long tail sends every mean length to the row's kernel for
-    long tails, the shared one (no list per thread, no staging); unknown, the mean decides
-    as before."""
+    is far above the mean, and a long tail sends every mean length to the long-list
+    kernel (no list per thread, no staging), or to the row's kernel for long tails (the
+    shared one) where the offsets check counted enough long lists; unknown, the mean
+    decides as before."""
     p = S.plan("sm_90")
     n = 4_000_000  # float64 content from 20M elements: past the tiled kernel's 64 MB
     rule = p.per_list_rule("sum", "float64")
@@ -270,15 +271,13 @@ def test_the_longest_list_moves_the_short_list_rule():
     mean = 24
     assert p.per_list_role("sum", n, mean * n, "float64") == "staged"  # the mean alone
     assert p.per_list_role("sum", n, mean * n, "float64", longest=60) == "tiled"
-    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000) == "shared"
-    assert S.plan("sm_90", tail_lists="hybrid").per_list_role(
-        "sum", n, mean * n, "float64", longest=5000) == "hybrid"
+    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000) == "hybrid"
     # below the mean threshold: one thread per list unless a long tail
     assert p.per_list_role("argmax", n, 13 * n, "float64") == "naive"
     assert p.per_list_role("argmax", n, 13 * n, "float64", longest=40) == "naive"
-    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000) == "shared"
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000) == "hybrid"
     assert p.per_list_role("sum", n, 5 * n, "float64", longest=64) == "tiled"  # the floor
-    assert p.per_list_role("sum", n, 5 * n, "float64", longest=65) == "shared"
+    assert p.per_list_role("sum", n, 5 * n, "float64", longest=65) == "hybrid"
     # naive short kernels (int64 sum; small content) keep the mean threshold
     assert p.per_list_role("sum", n, 12 * n, "int64", longest=30) == "hybrid"
     assert p.per_list_role("sum", 1000, 24_000, "float64", longest=30) == "staged"
@@ -290,20 +289,31 @@ def test_the_longest_list_moves_the_short_list_rule():
     few = int(p.tail[2] * 13 * n / 2000)
     assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000, n_long=few) == "naive"
     assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000,
-                           n_long=few + 1) == "shared"
+                           n_long=few + 1) == "hybrid"
     assert p.tail[3] > p.tail[2]
     assert p.per_list_role("max", n, 13 * n, "float64", longest=2000, n_long=few + 1) == "tiled"
     few_tiled = int(p.tail[3] * 13 * n / 2000)
     assert p.per_list_role("max", n, 13 * n, "float64", longest=2000,
-                           n_long=few_tiled + 1) == "shared"
+                           n_long=few_tiled + 1) == "hybrid"
     assert p.per_list_role("sum", n, mean * n, "float64", longest=5000, n_long=3) == "tiled"
     assert S.plan("sm_90", few_long=0).per_list_role("sum", n, mean * n, "float64",
-                                                     longest=5000, n_long=3) == "shared"
-    # the kernel of a long tail: a table entry or one for all, never an unknown one
-    assert S.plan("sm_90", tail_lists={"argmax": "hybrid"}).per_list_role(
-        "argmax", n, 13 * n, "float64", longest=2000) == "hybrid"
+                                                     longest=5000, n_long=3) == "hybrid"
+    # many long lists: a block's waves share them (the shared kernel), from the row's share
+    many = math.ceil(p.tail_from * n)
+    assert p.tail_from > 0
+    for fname, total in (("argmax", 13 * n), ("sum", mean * n), ("max", 13 * n)):
+        assert p.per_list_role(fname, n, total, "float64", longest=2000,
+                               n_long=many) == "shared"
+        assert p.per_list_role(fname, n, total, "float64", longest=2000,
+                               n_long=many - 1) == "hybrid"
+    # the kernel of a long tail: a table entry or one for all (on every tail), never an
+    # unknown one
+    assert S.plan("sm_90", tail_lists="hybrid").per_list_role(
+        "sum", n, mean * n, "float64", longest=5000, n_long=many) == "hybrid"
+    assert S.plan("sm_90", tail_lists={"argmax": "shared"}).per_list_role(
+        "argmax", n, 13 * n, "float64", longest=2000) == "shared"
     # a streaming kernel named by the caller holds for long tails too; a per-list one not
-    for forced, want in (("hybrid", "hybrid"), ("shared", "shared"), ("tiled", "shared")):
+    for forced, want in (("hybrid", "hybrid"), ("shared", "shared"), ("tiled", "hybrid")):
         assert S.plan("sm_90", per_list_kernel=forced).per_list_role(
             "argmax", n, 13 * n, "float64", longest=2000) == want
     with pytest.raises(ValueError, match="long-tail kernel"):

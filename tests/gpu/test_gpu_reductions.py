@@ -419,20 +419,25 @@ def test_the_offsets_check_on_the_device_reads_longest_and_long_lists(dtype):
 
 def test_the_longest_list_picks_the_kernel_of_a_public_call():
     """A public call's offsets pass the API layer's check, which reads their longest list
-    back: a long tail sends lists of a short mean to the shared kernel, bounded lengths
-    keep the tiled kernel above the mean threshold, a handful of long lists (the check
-    counts them) keeps the mean's kernel; the buffer-level kernel, given offsets
-    nobody checked, decides by the mean alone. Every result equals awkward's."""
+    back: a long tail sends lists of a short mean to the hybrid kernel, and to the shared
+    one where the check counted many long lists; bounded lengths keep the tiled kernel
+    above the mean threshold, a handful of long lists (the check counts them) keeps the
+    mean's kernel; the buffer-level kernel, given offsets nobody checked, decides by the
+    mean alone. Every result equals awkward's."""
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     be = GPUBackend()  # the table
     rng = np.random.default_rng(11)
     n = 200_000
     tail = np.where(rng.random(n) < 0.01, rng.integers(100, 2001, n), rng.poisson(3, n))
+    # 10 % of the lists 100..2000 long: about 8 % of them long (above 4 x the mean of 108)
+    many = np.where(rng.random(n // 4) < 0.1, rng.integers(100, 2001, n // 4),
+                    rng.poisson(3, n // 4))
     bounded = rng.poisson(24, 420_000)  # about 10M float64: past the tiled kernel's 64 MB
     handful = rng.poisson(3, n)  # three long lists: counted, they are no long tail
     handful[rng.choice(n, 3, replace=False)] = 2000  # 1 % of the elements
-    for counts, fname, by_mean, by_longest in ((tail, "argmax", "naive", "shared"),
+    for counts, fname, by_mean, by_longest in ((tail, "argmax", "naive", "hybrid"),
+                                                (many, "max", "hybrid", "shared"),
                                                 (bounded, "sum", "staged", "tiled"),
                                                 (handful, "argmax", "naive", "naive")):
         host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)

@@ -218,8 +218,10 @@ class ArchRow:
     tail: tuple = (*LONG_LIST, *FEW_LONG)
     # op or "op:dtype" -> the naive unit's kernel for inputs with a long tail (the branch
     # above that sends every mean length to the long-list kernel) where that kernel is
-    # "hybrid" (TAIL_KERNELS; missing: "hybrid")
+    # "hybrid" (TAIL_KERNELS; missing: "hybrid"), where at least ``tail_from`` of the lists
+    # are long (counted by the offsets check; fewer: the long-list kernel)
     tail_lists: dict = field(default_factory=dict)
+    tail_from: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -253,7 +255,7 @@ class PerListRule(NamedTuple):
     ``bounded``; above, the ``long`` kernel runs whatever the mean, unless the long lists
     are counted and they times the longest are at most ``tail_few`` x the elements
     (``tail_few_tiled`` where the tiled kernel would run); such a long tail runs ``tail``
-    where given."""
+    where given and at least ``tail_from`` of the lists are counted long."""
 
     below: float
     short: str
@@ -267,6 +269,7 @@ class PerListRule(NamedTuple):
     tail_few: float = 0.0
     tail_few_tiled: float = 0.0
     tail: str | None = None  # the kernel for a long tail (None: ``long``)
+    tail_from: float = 0.0  # ... where at least this share of the lists is counted long
 
 
 # the per-list kernels of the naive unit (role names in its compile unit)
@@ -438,8 +441,14 @@ ARCHES: tuple[ArchRow, ...] = (
             # A long tail (lengths whose longest list and counted long lists say so) goes
             # to the shared kernel: a block's waves take its streamed lists from one queue,
             # so that no wave waits on another whose batch held more long lists. Figures:
-            # the "shared" launch above; inputs without a tail keep the hybrid kernel
-            tail_lists={"*": "shared"}),
+            # the "shared" launch above; inputs without a tail keep the hybrid kernel. With
+            # few long lists a block rarely holds two and the queue costs more than it
+            # balances: on 1 % of lists of 100..2000 among Poisson(3) the shared kernel lost
+            # 2.5 to 7 points on all eight cells (float64 sum 88.4 -> 85.1, int64
+            # count_nonzero 82.3 -> 75.4), and gained on 3 % (91.8 -> 95.7, 89.6 -> 91.6),
+            # 8.3 % (the mixed lengths, 90.6 -> 93.3) and 11.5 % (85.2 -> 91.5) of the lists
+            # long (sweep_tail_s36_h200.json, the table against hybrid tails in turns)
+            tail_lists={"*": "shared"}, tail_from=0.02),
 )
 
 
@@ -486,6 +495,7 @@ class Plan:
     # x the elements: no long tail (factor, floor, few, few for the tiled kernel)
     tail: tuple = (*LONG_LIST, *FEW_LONG)
     tail_lists: dict = field(default_factory=dict)  # op[:dtype] -> kernel for a long tail
+    tail_from: float = 0.0  # ... where at least this share of the lists is long
 
     def family_runs_per_list(self, family: str, n_lists: int, n_elements: int) -> bool:
         """Whether a flattened strategy runs ``family``'s per-list kernels on these lists
@@ -530,7 +540,7 @@ class Plan:
                            staged_from=staged[0], staged_below=staged[1], bounded=bounded,
                            tail_factor=self.tail[0], tail_floor=self.tail[1],
                            tail_few=self.tail[2], tail_few_tiled=self.tail[3],
-                           tail=None if tail == "hybrid" else tail)
+                           tail=None if tail == "hybrid" else tail, tail_from=self.tail_from)
 
     def per_list_chooser(self, op: str, dtype: str | None = None):
         """``choose(n_lists, n_elements, content_bytes, longest=None, n_long=None)``: the
@@ -550,7 +560,7 @@ class Plan:
         staged_from, staged_below, bounded = rule.staged_from, rule.staged_below, rule.bounded
         factor, floor = rule.tail_factor, rule.tail_floor
         few, few_tiled = rule.tail_few, rule.tail_few_tiled  # by the kernel that would run
-        tail = rule.tail or long
+        tail, tail_from = rule.tail or long, rule.tail_from
 
         def choose(n_lists, n_elements, content_bytes, longest=None, n_long=None):
             if n_lists <= 0:
@@ -565,6 +575,8 @@ class Plan:
                 if n_elements < (bounded if tiled else below) * n_lists:
                     return short if tiled else "naive"
             else:  # a long tail: one thread (or lane, staged) per list would wait on it
+                if tail_from and (n_long is None or n_long < tail_from * n_lists):
+                    return long
                 return tail
             if staged_from * n_lists <= n_elements < staged_below * n_lists:
                 return "staged"
@@ -660,10 +672,14 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
     # the table's choice
     chosen = per_list_kernel or os.environ.get("GPUEXEC_GPU_PER_LIST_KERNEL")
     tiled = dict(row.tiled_lists) if short_lists is None else {}  # an override holds for all
-    if tail_lists is None:
-        # a streaming kernel named by the caller runs on long tails too (tests and
-        # benchmarks compare one kernel on every input); else the row's
-        tails = {"*": chosen} if chosen in TAIL_KERNELS else dict(row.tail_lists)
+    # a streaming kernel named by the caller runs on long tails too (tests and benchmarks
+    # compare one kernel on every input), and one named for tails on every tail; else the
+    # row's, from its share of long lists
+    tail_from = 0.0
+    if tail_lists is None and chosen in TAIL_KERNELS:
+        tails = {"*": chosen}
+    elif tail_lists is None:
+        tails, tail_from = dict(row.tail_lists), row.tail_from
     else:
         tails = {"*": tail_lists} if isinstance(tail_lists, str) else dict(tail_lists)
     for kernel in tails.values():
@@ -673,7 +689,7 @@ def plan(arch: str, strategy: str | None = None, launch: dict | str | None = Non
     return Plan(arch, row.vendor, row.wave, STRATEGIES[name], configs, thresholds, kernels,
                 longs, windows, 0 if chosen else row.tiled_from_bytes, staged, tiled,
                 row.tail if few_long is None else (*row.tail[:2], float(few_long), float(few_long)),
-                tails)
+                tails, tail_from)
 
 
 def _per_op(table: dict, op: str, default, dtype: str | None = None):
