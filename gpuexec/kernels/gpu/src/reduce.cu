@@ -761,7 +761,8 @@ __device__ void tiled_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __
 // Thirty-fifth session: waves given lists by equal ranges of content (one batch or several
 // per wave), 4-7 points slower on mixed lengths and 10-25 on Poisson(100). That change also
 // showed that moving the batch body into a function of its own flipped ptxas' load order
-// in the shipped kernel (-12 points): the sm_90 compile gate now checks it, .ci/gates/sass.py.)
+// in the shipped kernel (-12 points): the sm_90 compile gate now checks it, .ci/gates/sass.py.
+// Thirty-sixth session: the shared queue ships as a kernel of its own, "shared", below.)
 #ifndef GK_LONG_LIST
 #define GK_LONG_LIST 32
 #endif
