@@ -108,9 +108,9 @@ def check_kernel(name: str, res: dict, ptx: str, promises: frozenset) -> list[st
 
 
 def tile_run(unit: Unit, kernel: str) -> int:
-    """128-bit loads per lane per tile of a hybrid (or shared) kernel: GK_HYBRID_ITEM_BYTES / 16, but
-    no more than the value's size in bytes (reduce.cu's stream_shape: a lane takes at most
-    16 elements of a tile)."""
+    """128-bit loads per lane per tile of a hybrid (or shared) kernel: GK_HYBRID_ITEM_BYTES
+    / 16, but no more than the value's size in bytes (reduce.cu's stream_shape: a lane
+    takes at most 16 elements of a tile)."""
     import numpy as np
 
     item_bytes = int(dict(unit.defines).get("GK_HYBRID_ITEM_BYTES") or 64)
