@@ -443,11 +443,12 @@ ARCHES: tuple[ArchRow, ...] = (
             # so that no wave waits on another whose batch held more long lists. Figures:
             # the "shared" launch above; inputs without a tail keep the hybrid kernel. With
             # few long lists a block rarely holds two and the queue costs more than it
-            # balances: on 1 % of lists of 100..2000 among Poisson(3) the shared kernel lost
-            # 2.5 to 7 points on all eight cells (float64 sum 88.4 -> 85.1, int64
-            # count_nonzero 82.3 -> 75.4), and gained on 3 % (91.8 -> 95.7, 89.6 -> 91.6),
-            # 8.3 % (the mixed lengths, 90.6 -> 93.3) and 11.5 % (85.2 -> 91.5) of the lists
-            # long (sweep_tail_s36_h200.json, the table against hybrid tails in turns)
+            # balances. Lists of 100..2000 among Poisson(3), hybrid -> shared, float64 sum /
+            # int64 count_nonzero (sweep_tail_s36_h200.json, the table against hybrid tails
+            # in turns): 1 % of them (1.0 % of the lists counted long) 88.4 -> 85.1 / 82.3
+            # -> 75.4, all eight cells lost 2.5 to 7 points; 3 % (2.9 % counted) 91.8 ->
+            # 95.7 / 89.6 -> 91.6; 10 %, the mixed lengths (8.3 %), 90.6 -> 93.3 / 89.9 ->
+            # 92.6; 30 % (11.5 %) 85.2 -> 91.5 / 84.5 -> 89.9
             tail_lists={"*": "shared"}, tail_from=0.02),
 )
 

@@ -1071,7 +1071,8 @@ __device__ __forceinline__ void staged_batch(const Op& op, const gk_i64* __restr
 // the hybrid kernel's. Every streamed list goes through the queue, so that the kernel holds
 // one copy of the streaming loop (a second copy, for a wave's own long lists, was compiled
 // to fold each tile's first vector before issuing the other loads: thirty-fourth session).
-// The table runs it where the lengths have a long tail (strategies.py, ``tail_lists``).
+// The table runs it on a long tail with at least 2 % of the lists long (strategies.py,
+// ``tail_lists``, ``tail_from``): with fewer, blocks rarely hold two and it loses.
 #ifndef GK_SHARED_BLOCK
 #define GK_SHARED_BLOCK GK_HYBRID_BLOCK
 #endif
