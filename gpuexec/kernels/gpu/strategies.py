@@ -446,7 +446,7 @@ ARCHES: tuple[ArchRow, ...] = (
             # balances. Lists of 100..2000 among Poisson(3), hybrid -> shared, float64 sum /
             # int64 count_nonzero (sweep_tail_s36_h200.json, the table against hybrid tails
             # in turns): 1 % of them (1.0 % of the lists counted long) 88.4 -> 85.1 / 82.3
-            # -> 75.4, all eight cells lost 2.5 to 7 points; 3 % (2.9 % counted) 91.8 ->
+            # -> 75.4, all eight cells lost 2.6 to 6.9 points; 3 % (2.9 % counted) 91.8 ->
             # 95.7 / 89.6 -> 91.6; 10 %, the mixed lengths (8.3 %), 90.6 -> 93.3 / 89.9 ->
             # 92.6; 30 % (11.5 %) 85.2 -> 91.5 / 84.5 -> 89.9
             tail_lists={"*": "shared"}, tail_from=0.02),
