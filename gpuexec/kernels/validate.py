@@ -67,29 +67,27 @@ def _entry(array):
     return _passed.get(array)
 
 
-def longest_list(offsets):
-    """The length of the longest list of an ``offsets`` buffer that passed ``offsets``
-    (this very object), else None: the GPU engine picks its kernels by it (a mean list
-    length alone cannot tell a few very long lists from none)."""
-    entry = _entry(offsets)
-    return None if entry is None else entry[1].longest
-
-
-def long_lists(offsets):
-    """How many lists of such a buffer are long (``LONG_LIST``), else None: a handful
-    of long lists among short ones need not change the kernel, many do."""
-    entry = _entry(offsets)
-    return None if entry is None else entry[1].n_long
-
-
 _NO_TAIL = (None, None)
 
 
 def tail_of(offsets) -> tuple:
     """(``longest_list``, ``long_lists``) of such a buffer in one lookup, else (None,
     None): what the GPU engine reads on every reduction."""
-    entry = _passed.get(offsets)
+    entry = _entry(offsets)
     return _NO_TAIL if entry is None else (entry[1].longest, entry[1].n_long)
+
+
+def longest_list(offsets):
+    """The length of the longest list of an ``offsets`` buffer that passed ``offsets``
+    (this very object), else None: the GPU engine picks its kernels by it (a mean list
+    length alone cannot tell a few very long lists from none)."""
+    return tail_of(offsets)[0]
+
+
+def long_lists(offsets):
+    """How many lists of such a buffer are long (``LONG_LIST``), else None: a handful
+    of long lists among short ones need not change the kernel, many do."""
+    return tail_of(offsets)[1]
 
 
 def ends(offsets):

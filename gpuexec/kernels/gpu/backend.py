@@ -298,9 +298,11 @@ class GPUBackend(Backend):
         # (strategies.py): kernels of the naive unit, launched one thread per list
         per_list_plan = self.plan.per_list_plan()
         per_list_block = per_list_plan.launch_of("naive", op.device).block
-        # the hybrid kernel's own block size, its staged variant's too; the shared kernel's
+        # the blocks the hybrid kernel (its staged variant's too) and the shared one were
+        # compiled for; the other per-list kernels take the naive role's
         hybrid_block = per_list_plan.launch_of("hybrid", op.device).block
-        shared_block = per_list_plan.launch_of("shared", op.device).block
+        own_block = {"hybrid": hybrid_block, "staged": hybrid_block,
+                     "shared": per_list_plan.launch_of("shared", op.device).block}
         choose_per_list = self.plan.per_list_chooser(op.device, dt)
         per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
 
@@ -310,8 +312,7 @@ class GPUBackend(Backend):
                 name = f"gk_{op.device}_{dt}_{role}"
                 entry = per_list_launch[role] = (
                     name, self._functions(op, per_list_plan)[name],
-                    hybrid_block if role in ("hybrid", "staged")
-                    else shared_block if role == "shared" else per_list_block)
+                    own_block.get(role, per_list_block))
             return entry
 
         def max_waves(fn):

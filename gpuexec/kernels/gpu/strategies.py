@@ -268,7 +268,7 @@ class PerListRule(NamedTuple):
     tail_floor: float
     tail_few: float = 0.0
     tail_few_tiled: float = 0.0
-    tail: str | None = None  # the kernel for a long tail (None: ``long``)
+    tail: str | None = None  # the kernel for a long tail where ``long`` is hybrid
     tail_from: float = 0.0  # ... where at least this share of the lists is counted long
 
 
@@ -532,7 +532,7 @@ class Plan:
         short = self.per_list_kernel(op, dtype)
         below = self.short_list_threshold(op, dtype)
         staged = _per_op(self.staged_lists, op, (0, 0), dtype) if long == "hybrid" else (0, 0)
-        tail = _per_op(self.tail_lists, op, "hybrid", dtype) if long == "hybrid" else None
+        tail = _per_op(self.tail_lists, op, long, dtype) if long == "hybrid" else None
         bounded = below
         if short == "tiled" and self.strategy.flatten:
             bounded = _per_op(self.tiled_lists, op, below, dtype)
@@ -541,7 +541,7 @@ class Plan:
                            staged_from=staged[0], staged_below=staged[1], bounded=bounded,
                            tail_factor=self.tail[0], tail_floor=self.tail[1],
                            tail_few=self.tail[2], tail_few_tiled=self.tail[3],
-                           tail=None if tail == "hybrid" else tail, tail_from=self.tail_from)
+                           tail=tail, tail_from=self.tail_from)
 
     def per_list_chooser(self, op: str, dtype: str | None = None):
         """``choose(n_lists, n_elements, content_bytes, longest=None, n_long=None)``: the
