@@ -1,17 +1,16 @@
 """Reduction kernels under backend variants, side by side in one run (the strategy table's
 launch and kernel choices come from these).
 
-Each variant is a label and the keyword arguments of a ``GPUBackend`` (strategy,
-``launch`` overrides such as ``"hybrid:block=64,min_blocks=20"``, ``short_lists``,
-``per_list_kernel``, ``long_list_kernel``, ``few_long``, ``tail_lists``; and
-``"checked": true``: the variant's kernels get offsets that passed the API layer's check,
-which remembers their longest list and long lists, as a public call's do). Prints which
-kernels each variant launched, and the check's own time per distribution. For 100M
-elements in Poisson(5) lists and in mixed lengths (the data of gpu_reduce.py; ``--dists``
-names others), float64 and int64, it times sum, max, count_nonzero and argmax under every variant, the variants and a
-device copy timed in turns (``_gputime.CopyAnchor``), as % of the copy bandwidth measured
-in the same run (bytes = content + offsets + output), and checks each result against the
-first variant's.
+Each variant is a label and the keyword arguments of a ``GPUBackend`` (strategy, ``launch``
+overrides such as ``"hybrid:block=64,min_blocks=20"``, ``short_lists``, ``per_list_kernel``,
+``long_list_kernel``, ``few_long``, ``tail_lists``; and ``"checked": true``: the variant's
+kernels get offsets that passed the API layer's check, which remembers their longest list
+and long lists, as a public call's do). Prints which kernels each variant launched, and the
+check's own time per distribution. For 100M elements in Poisson(5) lists and in mixed
+lengths (the data of gpu_reduce.py; ``--dists`` names others), float64 and int64, it times
+sum, max, count_nonzero and argmax under every variant, the variants and a device copy timed
+in turns (``_gputime.CopyAnchor``), as % of the copy bandwidth measured in the same run
+(bytes = content + offsets + output), and checks each result against the first variant's.
 
     python benchmarks/gpu_reduce_sweep.py '[["shipped", {}], ["hybrid 64x20",
         {"strategy": "fused", "short_lists": 1e9, "per_list_kernel": "hybrid",
