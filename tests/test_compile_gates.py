@@ -182,3 +182,47 @@ def test_gates_fail_on_scratch_missing_vector_loads_and_missing_kernels(tmp_path
     amd, nv = out.split("---- gfx90a")
     assert re.search(r"gk_bad_scratch: scratch \d+ bytes != 0", amd), out
     assert re.search(r"gk_bad_scratch: \d+ bytes stack frame", nv), out
+
+
+ORDERED_SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(128) gk_copy_pairs(
+    const double2* __restrict__ x, double2* __restrict__ y, int n) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < n) y[t] = x[t];
+}
+"""
+
+ORDERED_STRATEGIES = """\
+from dataclasses import dataclass, field
+
+@dataclass
+class CompileUnit:
+    source: str
+    defines: dict = field(default_factory=dict)
+    kernels: list = field(default_factory=list)
+    promises: dict = field(default_factory=dict)
+
+def compile_units(arch):
+    return [CompileUnit("ordered.cu", {"UNIT": u}, ["gk_copy_pairs"],
+                        {"gk_copy_pairs": {"tile_loads_first"}}) for u in (1, 2)]
+"""
+
+
+@needs_nvcc
+def test_sm90_gate_without_cuobjdump_says_so_once_and_checks_the_rest(tmp_path, monkeypatch,
+                                                                       capsys):
+    """Two units promise a load order and no cuobjdump is found: the SASS check is named
+    not run (once), the rest of the sm_90 gate still runs (this crashed on the second
+    unit on a machine without the cuobjdump wheel)."""
+    import compile_gates
+    from gates import sass
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "ordered.cu").write_text(ORDERED_SOURCE)
+    (tmp_path / "strategies.py").write_text(ORDERED_STRATEGIES)
+    monkeypatch.setattr(sass, "cuobjdump", lambda: None)
+    rep = compile_gates.Report()
+    compile_gates.gate_nvidia(rep, str(tmp_path), str(tmp_path / "strategies.py"))
+    assert not rep.failures and rep.checked == 2
+    assert list(rep.not_run) == ["sm_90 SASS"] and "cuobjdump" in rep.not_run["sm_90 SASS"]
+    assert capsys.readouterr().out.count("sm_90 SASS: not compiled") == 1
