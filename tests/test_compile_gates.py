@@ -145,7 +145,8 @@ extern "C" __global__ void __launch_bounds__(256) gk_bad_scalar_loads(
 }
 """
 
-BAD_STRATEGIES = """\
+# the head of a strategies file (--strategies): the compile unit fields that load_units reads
+UNIT_CLASS = """\
 from dataclasses import dataclass, field
 
 @dataclass
@@ -154,6 +155,9 @@ class CompileUnit:
     defines: dict = field(default_factory=dict)
     kernels: list = field(default_factory=list)
     promises: dict = field(default_factory=dict)
+"""
+
+BAD_STRATEGIES = UNIT_CLASS + """
 
 def compile_units(arch):
     return [CompileUnit("bad.cu", {}, ["gk_bad_scratch", "gk_bad_scalar_loads", "gk_absent"],
@@ -192,15 +196,7 @@ extern "C" __global__ void __launch_bounds__(128) gk_copy_pairs(
 }
 """
 
-ORDERED_STRATEGIES = """\
-from dataclasses import dataclass, field
-
-@dataclass
-class CompileUnit:
-    source: str
-    defines: dict = field(default_factory=dict)
-    kernels: list = field(default_factory=list)
-    promises: dict = field(default_factory=dict)
+ORDERED_STRATEGIES = UNIT_CLASS + """
 
 def compile_units(arch):
     return [CompileUnit("ordered.cu", {"UNIT": u}, ["gk_copy_pairs"],
