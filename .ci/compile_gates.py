@@ -119,6 +119,10 @@ def gate_nvidia(rep: Report, tmp: str, strategies=None):
     if objdump:
         rep.toolchains[f"{arch} SASS"] = sass.version(objdump)
     units = load_units(arch, strategies)
+    if objdump is None and any("tile_loads_first" in p for u in units
+                               for p in u.promises.values()):
+        rep.skip(f"{arch} SASS", "cuobjdump not found (PATH or the nvidia-cuda-cuobjdump "
+                 "wheel; .ci/install_hip.sh installs it)")
     outs = [os.path.join(tmp, f"{arch}-{i}") for i in range(len(units))]
     for unit, out, (ok, log, res, ptx) in zip(units, outs, _parallel(
             lambda u, o: nvidia.compile_unit(u, o + ".cubin", o + ".ptx"), units, outs)):
@@ -128,12 +132,7 @@ def gate_nvidia(rep: Report, tmp: str, strategies=None):
             continue
         bad = kernel_set_problems(unit, res)
         ordered = [k for k in unit.kernels if "tile_loads_first" in unit.promises.get(k, ())]
-        listings = {}
-        if ordered and objdump:
-            listings = sass.kernels_sass(objdump, out + ".cubin")
-        elif ordered and f"{arch} SASS" not in rep.not_run:  # said once, not per unit
-            rep.skip(f"{arch} SASS", "cuobjdump not found (PATH or the nvidia-cuda-cuobjdump "
-                     "wheel; .ci/install_hip.sh installs it)")
+        listings = sass.kernels_sass(objdump, out + ".cubin") if ordered and objdump else {}
         for k in unit.kernels:
             if k not in res:
                 continue

@@ -196,6 +196,7 @@ extern "C" __global__ void __launch_bounds__(128) gk_copy_pairs(
 }
 """
 
+# two units of one kernel (UNIT only tells them apart), each promising a load order
 ORDERED_STRATEGIES = UNIT_CLASS + """
 
 def compile_units(arch):
