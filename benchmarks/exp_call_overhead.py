@@ -1,0 +1,106 @@
+"""Experiment (thirty-eighth session): where the wall time of a buffer-level sum over the
+mixed lengths goes beyond its kernel's device time (29 µs on one H200 host, against 11 µs
+for two CuPy RawKernel launches of a kernel of the same size)."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main() -> None:
+    import cupy as cp
+    from _gputime import event_time, wall_median
+    from gpu_reduce import datasets
+
+    from gpuexec.kernels import validate
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    sync = cp.cuda.runtime.deviceSynchronize
+    be = GPUBackend()
+    kern = be.kernel("reduce_sum", "float64")
+    offsets, content = datasets(cp, 100_000_000, 1, names=("mixed",))["mixed"]
+    validate.offsets(offsets, content.shape[0])
+    one = (cp.asarray([0, 1], dtype=cp.int64), cp.zeros(1, dtype=cp.float64))
+    validate.offsets(one[0], 1)
+    res = {}
+
+    captured = []
+    real = be._launch
+    be._launch = lambda *a: (captured.append(a), real(*a))[1]
+    kern(offsets, content)
+    kern(*one)
+    be._launch = real
+    sync()
+    (name_m, fn_m, grid_m, block_m, args_m), (name_1, fn_1, grid_1, block_1, args_1) = captured
+    res["kernels"] = {"mixed": [name_m, grid_m, block_m], "one": [name_1, grid_1, block_1]}
+    stream = cp.cuda.get_current_stream().ptr
+
+    def raw(fn, grid, block, args):
+        return lambda: be.runtime.launch(fn, grid, block, args, stream)
+
+    def issue(fn, calls=301):
+        times = []
+        for _ in range(calls):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        sync()
+        return statistics.median(times)
+
+    calls = {"call mixed": lambda: kern(offsets, content),
+             "call one": lambda: kern(*one),
+             "raw launch mixed": raw(fn_m, grid_m, block_m, args_m),
+             "raw launch one": raw(fn_1, grid_1, block_1, args_1),
+             "cupy read mixed": lambda: content.sum(),
+             "cupy empty kernel": lambda: empty((1,), (32,), ())}
+    empty = cp.RawKernel(r'extern "C" __global__ void nothing() {}', "nothing")
+    for k, f in calls.items():
+        res[k] = {"wall": wall_median(f, sync, 301, 20), "issue": issue(f),
+                  "event": event_time(cp, f, reps=15)}
+        print(f"{k:22s} wall {1e6 * res[k]['wall']:7.1f}  issue {1e6 * res[k]['issue']:6.1f}"
+              f"  event {1e6 * res[k]['event']:7.1f} us", flush=True)
+    # the same raw launch with a stream sync instead of the device sync, and two calls
+    # back to back then one sync (a processor's sequence)
+    s = cp.cuda.get_current_stream()
+    res["raw launch mixed, stream sync"] = wall_median(calls["raw launch mixed"],
+                                                       s.synchronize, 301, 20)
+    res["call mixed x2, one sync"] = wall_median(lambda: (kern(offsets, content),
+                                                          kern(offsets, content)), sync, 101, 5)
+    print("raw mixed stream sync", 1e6 * res["raw launch mixed, stream sync"])
+    print("call mixed x2 one sync", 1e6 * res["call mixed x2, one sync"])
+
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(2000):
+        kern(*one)
+    prof.disable()
+    sync()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
+    print(buf.getvalue()[:5000])
+    try:
+        import awkward as ak
+        arr = ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets),
+                                                   ak.contents.NumpyArray(content)))
+        res["ak.sum mixed"] = wall_median(lambda: ak.sum(arr, axis=1), sync, 5, 1)
+        print("ak.sum mixed wall", 1e6 * res["ak.sum mixed"])
+    except Exception as err:  # noqa: BLE001 - reported, not needed
+        print("awkward:", type(err).__name__, err)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "exp_call_overhead_s38_h200.json"), "w") as fh:
+            json.dump(res, fh, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    main()
