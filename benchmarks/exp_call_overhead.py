@@ -79,15 +79,17 @@ def main() -> None:
     print("raw mixed stream sync", 1e6 * res["raw launch mixed, stream sync"])
     print("call mixed x2 one sync", 1e6 * res["call mixed x2, one sync"])
 
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(2000):
-        kern(*one)
-    prof.disable()
-    sync()
-    buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
-    print(buf.getvalue()[:5000])
+    for label, args in (("one list", one), ("mixed", (offsets, content))):
+        prof = cProfile.Profile()
+        for _ in range(500):
+            sync()
+            prof.enable()
+            kern(*args)
+            prof.disable()
+        sync()
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(12)
+        print(label, buf.getvalue()[:3500])
     try:
         import awkward as ak
         arr = ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(offsets),
