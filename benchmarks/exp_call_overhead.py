@@ -4,6 +4,7 @@ for two CuPy RawKernel launches of a kernel of the same size)."""
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import io
 import json
@@ -17,6 +18,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=None, help="JSON file for the figures")
+    args = p.parse_args()
+
     import cupy as cp
     from _gputime import event_time, wall_median
     from gpu_reduce import datasets
@@ -31,7 +36,7 @@ def main() -> None:
     validate.offsets(offsets, content.shape[0])
     one = (cp.asarray([0, 1], dtype=cp.int64), cp.zeros(1, dtype=cp.float64))
     validate.offsets(one[0], 1)
-    res = {}
+    res = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}
 
     captured = []
     real = be._launch
@@ -57,13 +62,13 @@ def main() -> None:
         sync()
         return statistics.median(times)
 
+    empty = cp.RawKernel(r'extern "C" __global__ void nothing() {}', "nothing")
     calls = {"call mixed": lambda: kern(offsets, content),
              "call one": lambda: kern(*one),
              "raw launch mixed": raw(fn_m, grid_m, block_m, args_m),
              "raw launch one": raw(fn_1, grid_1, block_1, args_1),
              "cupy read mixed": lambda: content.sum(),
              "cupy empty kernel": lambda: empty((1,), (32,), ())}
-    empty = cp.RawKernel(r'extern "C" __global__ void nothing() {}', "nothing")
     for k, f in calls.items():
         res[k] = {"wall": wall_median(f, sync, 301, 20), "issue": issue(f),
                   "event": event_time(cp, f, reps=15)}
@@ -98,9 +103,8 @@ def main() -> None:
         print("ak.sum mixed wall", 1e6 * res["ak.sum mixed"])
     except Exception as err:  # noqa: BLE001 - reported, not needed
         print("awkward:", type(err).__name__, err)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "exp_call_overhead_s38_h200.json"), "w") as fh:
+    if args.out:
+        with open(args.out, "w") as fh:
             json.dump(res, fh, indent=1, default=str)
 
 

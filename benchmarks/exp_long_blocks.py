@@ -1,6 +1,7 @@
 """Experiment (thirty-eighth session): long lists one block each, from a list of them that
 the offsets check could remember, short lists one per thread; against the shipped kernel,
 a device copy and CuPy's plain read of the content, timed in turns on the mixed lengths.
+The kernels: ``long_blocks_probe.cu``.
 
 The question: the shipped kernels hold 64 registers per thread (half the warps of an SM),
 and Nsight Compute put that occupancy at the root of the mixed-length gap to a plain read.
@@ -13,87 +14,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-SOURCE = r"""
-template <int BLOCK, int UNROLL>
-__device__ void long_role(const long long* __restrict__ offsets,
-                          const double* __restrict__ content, double* __restrict__ out,
-                          int list) {
-    const long long s = offsets[list], e = offsets[list + 1];
-    double acc = 0.0;
-    long long a = (s + 1) & ~1LL, b = e & ~1LL;  // the 16-byte-aligned middle
-    if (a >= b) {  // no whole vector: thread 0 takes every element
-        a = b = e;
-        if (threadIdx.x == 0) for (long long k = s; k < e; ++k) acc += content[k];
-    } else {
-        if (threadIdx.x == 0 && (s & 1)) acc += content[s];
-        if (threadIdx.x == 1 && (e & 1)) acc += content[e - 1];
-    }
-    const double2* v = reinterpret_cast<const double2*>(content);
-    long long i = a / 2 + threadIdx.x;
-    const long long vend = b / 2;
-    for (; i + (UNROLL - 1) * BLOCK < vend; i += UNROLL * BLOCK) {
-        double2 r[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) r[u] = __ldg(v + i + u * BLOCK);
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) acc += r[u].x + r[u].y;
-    }
-    for (; i < vend; i += BLOCK) { double2 r = __ldg(v + i); acc += r.x + r.y; }
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, d);
-    __shared__ double part[BLOCK / 32];
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0.0;
-#pragma unroll
-        for (int w = 0; w < BLOCK / 32; ++w) t += part[w];
-        out[list] = t;
-    }
-}
-
-template <int BLOCK>
-__device__ void short_role(const long long* __restrict__ offsets,
-                           const double* __restrict__ content, double* __restrict__ out,
-                           long long n, long long longest_short, long long first) {
-    long long list = first + threadIdx.x;
-    if (list >= n) return;
-    const long long s = offsets[list], e = offsets[list + 1];
-    if (e - s > longest_short) return;
-    double acc = 0.0;
-    for (long long k = s; k < e; ++k) acc += content[k];
-    out[list] = acc;
-}
-
-template <int BLOCK, int UNROLL>
-__global__ void __launch_bounds__(BLOCK) long_sum(const long long* offsets, const double* content,
-                                                  double* out, const int* long_lists) {
-    long_role<BLOCK, UNROLL>(offsets, content, out, long_lists[blockIdx.x]);
-}
-
-template <int BLOCK>
-__global__ void __launch_bounds__(BLOCK) short_sum(const long long* offsets, const double* content,
-                                                   double* out, long long n,
-                                                   long long longest_short) {
-    short_role<BLOCK>(offsets, content, out, n, longest_short, (long long)blockIdx.x * BLOCK);
-}
-
-// one launch: the first n_long blocks take a long list each (longest first when the list
-// is sorted so), the rest the short lists, BLOCK per block
-template <int BLOCK, int UNROLL>
-__global__ void __launch_bounds__(BLOCK) both_sum(const long long* offsets, const double* content,
-                                                  double* out, const int* long_lists, int n_long,
-                                                  long long n, long long longest_short) {
-    if ((int)blockIdx.x < n_long) {
-        long_role<BLOCK, UNROLL>(offsets, content, out, long_lists[blockIdx.x]);
-    } else {
-        short_role<BLOCK>(offsets, content, out, n, longest_short,
-                          (long long)(blockIdx.x - n_long) * BLOCK);
-    }
-}
-"""
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 
 def main() -> None:
@@ -116,8 +38,8 @@ def main() -> None:
               ("long_sum", 256, 1), ("long_sum", 256, 2), ("long_sum", 64, 4),
               ("both_sum", 128, 2), ("both_sum", 256, 1), ("both_sum", 128, 4)]]
     names += ["short_sum<128>", "short_sum<256>"]
-    mod = cp.RawModule(code=SOURCE, options=("-std=c++17",),
-                       name_expressions=names)
+    with open(os.path.join(HERE, "long_blocks_probe.cu")) as fh:
+        mod = cp.RawModule(code=fh.read(), options=("-std=c++17",), name_expressions=names)
     kern = {n: mod.get_function(n) for n in names}
     for n, k in kern.items():
         print(f"{n}: {k.num_regs} registers, {k.local_size_bytes} local bytes", flush=True)
@@ -134,7 +56,7 @@ def main() -> None:
         counts = offsets[1:] - offsets[:-1]
         T = 32
         long_idx = cp.nonzero(counts > T)[0].astype(cp.int32)
-        by_len = long_idx[cp.argsort(-counts[long_idx], kind="stable")].astype(cp.int32)
+        by_len = long_idx[cp.argsort(-counts[long_idx], kind="stable")]
         n_long = int(long_idx.shape[0])
         out = cp.empty(n, dtype=cp.float64)
         want = shipped(checked, content)
@@ -173,8 +95,7 @@ def main() -> None:
                 continue
             out.fill(cp.nan)
             fn()
-            got = out
-            bad = ~cp.isclose(got, want, rtol=1e-11, atol=1e-9)
+            bad = ~cp.isclose(out, want, rtol=1e-11, atol=1e-9)
             errors[name] = int(bad.sum())
         times = copy.timed(fns, reps=args.reps)
         bw = copy.bytes / copy.seconds[-1]
