@@ -317,6 +317,53 @@ def test_kernel_on_misaligned_views(strategy, dtype, start, gpu_backend_factory)
             np.testing.assert_array_equal(got, want, err_msg=name)
 
 
+# -- repeated calls on the same buffers (the remembered launch) ----------------------------------
+@pytest.mark.parametrize("strategy", ["naive", "per-list", "hybrid", "hybrid-shared", "split"])
+@pytest.mark.parametrize("fname", ["sum", "min", "argmax", "any"])
+def test_repeated_calls_on_the_same_buffers(fname, strategy, gpu_backend_factory):
+    """From its second call on the same checked buffers a reduction takes the launch it
+    remembered (GPUBackend._reducer): other options (initial, mask_identity, keepdims) still
+    give awkward's answers, every call counts its launch, and buffers made after the first
+    ones died, at the very device addresses the pool hands out again, get their own
+    results, not the remembered ones."""
+    import cupy as cp
+
+    be = gpu_backend_factory(strategy)
+    options = [{}, {"mask_identity": True}, {"keepdims": True}, {"mask_identity": False}]
+    if fname == "min":
+        options += [{"initial": 0.25}, {"initial": -0.0, "mask_identity": False},
+                    {"initial": 0.0, "mask_identity": False}]
+    for seed in (31, 32, 33):  # each array dies before the next is made (same sizes)
+        x = make_case("float64", "listoffset", "long", 30)
+        x = ak.Array(ak.contents.ListOffsetArray(  # new values in the same list structure
+            x.layout.offsets, ak.contents.NumpyArray(_values(np.random.default_rng(seed),
+                                                             "float64", len(x.layout.content)))))
+        xd = ak.to_backend(x, "cuda")
+        for kw in options * 2:
+            with gk.counting() as s:
+                got = getattr(gk, fname)(xd, axis=1, backend=be, **kw)
+            launches = {k: v for k, v in s["kernels"].items() if k != "gk_offsets_summary"}
+            assert sum(launches.values()) >= 1 and all(v == 1 for v in launches.values())
+            want = getattr(ak, fname)(x, axis=1, **kw)
+            got = ak.to_backend(got, "cpu")
+            if fname == "sum":
+                np.testing.assert_allclose(ak.to_numpy(ak.flatten(got, axis=None)),
+                                           ak.to_numpy(ak.flatten(want, axis=None)),
+                                           rtol=1e-9, atol=1e-6)
+                assert str(got.type) == str(want.type)
+            else:
+                assert_same(got, want)
+                if fname == "min" and kw.get("initial") is not None:
+                    # -0.0 and 0.0 compare equal but are different identities
+                    def signs(a):
+                        a = ak.to_numpy(ak.fill_none(a, 1.0))
+                        return np.signbit(a) & ~np.isnan(a)
+
+                    np.testing.assert_array_equal(signs(got), signs(want))
+        del xd
+        cp.cuda.runtime.deviceSynchronize()
+
+
 # -- strategies really differ --------------------------------------------------------------------
 def test_strategies_launch_different_kernels(gpu_backend_factory):
     x = ak.to_backend(make_case("float64", "listoffset", "long", 5), "cuda")
