@@ -89,3 +89,13 @@ def test_a_listing_is_split_by_function(tmp_path):
     assert sorted(funcs) == ["gk_a_hybrid", "gk_b_hybrid"]
     assert "NOP" in funcs["gk_a_hybrid"] and "EXIT" not in funcs["gk_a_hybrid"]
     assert "EXIT" in funcs["gk_b_hybrid"]
+
+
+def test_loads_with_cache_hints_are_128_bit_loads():
+    # ld.global.cs compiles to LDG.E.EF.128, a 256-byte L2 prefetch to LDG.E.LTC256B.128;
+    # 64-bit loads stay out
+    hinted = ["LDG.E.EF.128 R4, desc[UR10][R2.64]",
+              "LDG.E.NA.LTC256B.128.CONSTANT R8, desc[UR10][R2.64+0x200]",
+              "LDG.E.64 R12, desc[UR10][R2.64+0x400]", "DADD R4, R4, R8"]
+    runs = load_runs(_sass(hinted))
+    assert [r["loads_before_first_use"] for r in runs] == [2]

@@ -24,7 +24,8 @@ import subprocess
 import sys
 
 INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
-LOAD_128 = re.compile(r"LDG\.E\.128\S*\s+R(\d+)")
+# LDG.E.128, also with cache hints between E and 128 (LDG.E.EF.128: ld.global.cs)
+LOAD_128 = re.compile(r"LDG\.E(?:\.[A-Z]\w*)*\.128\S*\s+R(\d+)")
 FUNCTION = re.compile(r"^\s*Function : (\S+)\s*$", re.M)
 RUN_WINDOW = 120  # instructions after a run's first load in which its other loads are sought
 

@@ -103,6 +103,11 @@ OPS: tuple[Op, ...] = (
 OPS_BY_CONTRACT = {op.contract: op for op in OPS}
 
 
+#: GK_STREAM_LOAD in reduce.cu: the PTX of a streamed list's 128-bit loads on CUDA
+STREAM_LOADS = {0: "plain", 1: "ld.global.nc", 2: "ld.global.nc.L2::256B",
+                3: "ld.global.nc.L1::no_allocate.L2::256B", 4: "ld.global.cs"}
+
+
 @dataclass(frozen=True)
 class Launch:
     """Launch configuration of one kernel role. ``block`` and ``item_bytes`` are compiled
@@ -131,6 +136,10 @@ class Launch:
     stage_bytes: int = 4096
     stage_min: int = 16
     stage_max: int = 96
+    # hybrid (its medium and streamed long lists, in the shared kernel too): the cache
+    # hint of the 128-bit loads that stream a list (STREAM_LOADS); CUDA only, HIP reads
+    # plainly
+    stream_load: int = 0
 
     def __post_init__(self):
         if self.block % 64 or not 64 <= self.block <= 1024:
@@ -148,6 +157,9 @@ class Launch:
         if self.stage_bytes not in (512, 1024, 2048, 4096, 8192):
             raise ValueError(f"stage_bytes must be a power of two from 512 to 8192, "
                              f"got {self.stage_bytes}")
+        if self.stream_load not in STREAM_LOADS:
+            raise ValueError(f"stream_load must be one of {sorted(STREAM_LOADS)}, got "
+                             f"{self.stream_load}")
         if not 0 <= self.stage_min <= self.stage_max <= 4096:
             raise ValueError(f"need 0 <= stage_min <= stage_max <= 4096, got "
                              f"{self.stage_min} and {self.stage_max}")
@@ -332,9 +344,19 @@ ARCHES: tuple[ArchRow, ...] = (
              # -> 90.0 / 88.4 / 88.7 / 83.6 (int64 argmax 85.0 -> 82.7). One group size
              # for all medium lists: 4 lost up to 8 points on Poisson(200), 8 up to 25 on
              # Poisson(40) (gpu_reduce_sweep_s16_group_h200.json, _dists_h200.json)
-             "hybrid": Launch(128, 128, 8, interleave=1, short_batch=8, group=8),
-             "hybrid:argmin": Launch(64, 128, 14, interleave=1, short_batch=8, group=8),
-             "hybrid:argmax": Launch(64, 128, 14, interleave=1, short_batch=8, group=8),
+             # Since the thirty-ninth session a streamed list is read with ld.global.cs
+             # (evict first, stream_load=4). One H200 run in turns, 100M float64, % of
+             # copy, sum / argmax, shipped plain -> .cs (exp_stream_load_s39_h200.json):
+             # mixed lengths (shared kernel) 95.6 / 89.8 -> 99.8 / 94.4, 30 % long lists
+             # 92.8 / 88.0 -> 96.8 / 93.1, Poisson(300) (hybrid) 95.3 / 70.6 -> 97.7 /
+             # 71.7; .nc alone level, .nc with a 256-byte L2 prefetch -0.7 to -3.3,
+             # also L1::no_allocate -2.8 to +4.0; results bit-identical
+             "hybrid": Launch(128, 128, 8, interleave=1, short_batch=8, group=8,
+                              stream_load=4),
+             "hybrid:argmin": Launch(64, 128, 14, interleave=1, short_batch=8, group=8,
+                                     stream_load=4),
+             "hybrid:argmax": Launch(64, 128, 14, interleave=1, short_batch=8, group=8,
+                                     stream_load=4),
              # the shared kernel (the hybrid one's shape; only block and bound are its own,
              # <= 64 registers, argmin/argmax <= 72, no spills): 8 blocks of 128, arg 7.
              # H200, 100M elements, % of copy, one sweep in turns with the hybrid kernel
@@ -769,6 +791,7 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         defines["GK_HYBRID_STAGE"] = hyb.stage_bytes  # the staged kernel
         defines["GK_HYBRID_STAGE_MIN"] = hyb.stage_min
         defines["GK_HYBRID_STAGE_MAX"] = hyb.stage_max
+        defines["GK_STREAM_LOAD"] = hyb.stream_load
         # the shared kernel: the hybrid one's shape, its own block and bound
         shared = p.launch_of("shared", op.device)
         defines["GK_SHARED_BLOCK"] = shared.block

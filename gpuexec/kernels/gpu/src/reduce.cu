@@ -891,6 +891,33 @@ __device__ __forceinline__ typename Op::acc_t fold_stretch(const Op& op, typenam
   return part;
 }
 
+// The streamed lists' 128-bit loads (GK_STREAM_LOAD, the table's ``stream_load``): 0 a
+// plain load; on CUDA 1 ld.global.nc, 2 the same with a 256-byte L2 prefetch, 3 also
+// L1::no_allocate, 4 ld.global.cs (evict first: each line is read once). The table's
+// sm_* rows take 4: +4 points of copy bandwidth on mixed lengths on the H200
+// (benchmarks/exp_stream_load.py). HIP always reads plainly (not measured on AMD).
+#ifndef GK_STREAM_LOAD
+#define GK_STREAM_LOAD 0
+#endif
+__device__ __forceinline__ gk_vec16 stream_load(const gk_vec16* __restrict__ p) {
+#if GK_STREAM_LOAD != 0 && defined(__CUDA_ARCH__)
+  gk_vec16 r;
+#if GK_STREAM_LOAD == 1
+  asm("ld.global.nc.v2.u64 {%0, %1}, [%2];" : "=l"(r.lo), "=l"(r.hi) : "l"(p));
+#elif GK_STREAM_LOAD == 2
+  asm("ld.global.nc.L2::256B.v2.u64 {%0, %1}, [%2];" : "=l"(r.lo), "=l"(r.hi) : "l"(p));
+#elif GK_STREAM_LOAD == 3
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u64 {%0, %1}, [%2];"
+      : "=l"(r.lo), "=l"(r.hi) : "l"(p));
+#else
+  asm("ld.global.cs.v2.u64 {%0, %1}, [%2];" : "=l"(r.lo), "=l"(r.hi) : "l"(p));
+#endif
+  return r;
+#else
+  return *p;
+#endif
+}
+
 // Fold this lane's vectors of the wave-tile at rb (content_al positions, a multiple of the
 // vector width) into ``part``: vector c of lane l is the tile's vector c * warpSize + l.
 // Every load first, then the arithmetic; a vector wholly inside the list (without its head)
@@ -910,7 +937,7 @@ __device__ __forceinline__ typename Op::acc_t fold_interleaved(const Op& op, typ
 #pragma unroll
   for (int c = 0; c < S::NV; ++c) {
     const gk_i64 av = (v0 + (gk_i64)c * lanes) * S::VEC;
-    if (av < last) u[c].v = src[av / S::VEC]; else u[c].v = gk_vec16();
+    if (av < last) u[c].v = stream_load(src + av / S::VEC); else u[c].v = gk_vec16();
   }
   const gk_i64 t0 = rb - shift;                  // content position of the tile's first element
   const gk_i64 span = (gk_i64)lanes * S::ITEMS + 1;

@@ -1,0 +1,106 @@
+"""Experiment (thirty-ninth session): the cache hint of the 128-bit loads with which the
+hybrid and shared kernels stream long lists (``GK_STREAM_LOAD`` in reduce.cu: 0 plain as
+shipped, 1 ld.global.nc, 2 .nc with a 256-byte L2 prefetch, 3 also L1::no_allocate, 4
+ld.global.cs). On the mixed lengths the shipped sum reads at 93-96 % of copy bandwidth
+while CuPy's full sum of the same content reads at 104-108 %.
+
+Each variant is the shipped compile unit with one define added, launched with the very
+arguments the shipped call used (its kernel chosen by the table after the offsets check
+a public call makes), timed in turns with the shipped kernel and a device copy; every
+variant's output must equal the shipped one bit for bit (same order of operations).
+
+    python benchmarks/exp_stream_load.py [--out exp_stream_load.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+VARIANTS = {1: "nc", 2: "nc L2::256B", 3: "nc L1::no_allocate L2::256B", 4: "cs"}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default=None)
+    p.add_argument("--elements", type=int, default=100_000_000)
+    p.add_argument("--reps", type=int, default=15)
+    args = p.parse_args()
+
+    import cupy as cp
+    import numpy as np
+    from _gputime import CopyAnchor
+    from gpu_reduce import datasets
+
+    from gpuexec.kernels import validate
+    from gpuexec.kernels.gpu import strategies as S
+    from gpuexec.kernels.gpu.backend import GPUBackend
+
+    be = GPUBackend()
+    anchor = CopyAnchor(cp, args.elements)
+    stream = cp.cuda.get_current_stream().ptr
+    data = datasets(cp, args.elements, 7, names=("mixed", "mixed30", "poisson300"))
+    res = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+           "variants": VARIANTS, "rows": []}
+    for dist, (offsets, content) in data.items():
+        validate.offsets(offsets, content.shape[0])  # what a public call does first
+        n = offsets.shape[0] - 1
+        nbytes = content.nbytes + offsets.nbytes + 8 * n
+        for contract in ("reduce_sum", "reduce_argmax"):
+            op = S.OPS_BY_CONTRACT[contract]
+            kern = be.kernel(contract, "float64")
+            captured = []
+            real = be._launch
+            be._launch = lambda *a: (captured.append(a), real(*a))[1]
+            kern.remembered.forget(offsets, content)
+            shipped_out = kern(offsets, content)
+            be._launch = real
+            name, fn, grid, block, launch_args = captured[-1]
+            unit = S.unit_for(be.plan.per_list_plan(), op)
+            outs, calls = {"shipped": shipped_out}, {}
+
+            def call(f, a):
+                return lambda: be.runtime.launch(f, grid, block, a, stream)
+
+            calls["shipped"] = call(fn, launch_args)
+            for v in VARIANTS:
+                variant = dataclasses.replace(unit, defines={**unit.defines,
+                                                             "GK_STREAM_LOAD": v})
+                f = be.runtime.module(variant)[name]
+                out = cp.empty_like(shipped_out)
+                a = launch_args[:7] + (out.data.ptr,) + launch_args[8:]
+                outs[v] = out
+                calls[v] = call(f, a)
+                calls[v]()
+            calls["cupy read"] = (lambda c=content: c.sum()) if contract == "reduce_sum" else None
+            calls = {k: f for k, f in calls.items() if f is not None}
+            times = anchor.timed(calls, reps=args.reps)
+            cp.cuda.runtime.deviceSynchronize()
+            ref = cp.asnumpy(shipped_out)
+            for k, t in times.items():
+                b = content.nbytes if k == "cupy read" else nbytes
+                row = {"dist": dist, "op": contract, "kernel": name, "variant":
+                       VARIANTS.get(k, k), "seconds": t, "bytes": b}
+                if k in outs and k != "shipped":
+                    row["identical"] = bool(np.array_equal(cp.asnumpy(outs[k]), ref))
+                res["rows"].append(row)
+    bw = anchor.bandwidth
+    res["copy_GBps"] = bw / 1e9
+    print(f"{res['device']}: copy {bw / 1e9:.0f} GB/s")
+    print(f"{'lengths':<11}{'op':<14}{'kernel':<26}{'variant':<30}{'us':>8}{'% copy':>8}  same")
+    for r in res["rows"]:
+        r["pct_copy"] = 100 * r["bytes"] / r["seconds"] / bw
+        print(f"{r['dist']:<11}{r['op']:<14}{r['kernel']:<26}{r['variant']:<30}"
+              f"{1e6 * r['seconds']:>8.1f}{r['pct_copy']:>8.1f}  {r.get('identical', '')}")
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
