@@ -343,8 +343,8 @@ class GPUBackend(Backend):
         # once per (offsets, content) pair whose offsets passed the check (their summary,
         # and so the kernel chosen, never changes) and that the call reads as they are;
         # forgotten with either buffer (memo.WeakMemo). A repeated call then goes
-        # straight to the allocation and the launch: 12-14 us less host time per call
-        # before its kernel starts on the H200 (docs/gpu-engine.md, thirty-ninth session).
+        # straight to the allocation and the launch: its kernel started 6-9 us sooner on
+        # the H200 (docs/gpu-engine.md, thirty-ninth session).
         known = WeakMemo()
         cp_empty, oom = self._cp.empty, self._cp.cuda.memory.OutOfMemoryError
 
