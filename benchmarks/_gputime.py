@@ -29,6 +29,20 @@ def awkward_cuda_extras() -> str | None:
     return getattr(numba_cuda_mlir, "__version__", "installed")
 
 
+def launches_of(backend, call):
+    """(``call()``'s result, [(kernel name, function, grid, block, args), ...]): the
+    launches a GPUBackend call made, recorded at its one launch point (``_launch``) and
+    launched as usual, so that a benchmark can replay or vary exactly those."""
+    seen = []
+    real = backend._launch
+    backend._launch = lambda *a: (seen.append(a), real(*a))[1]
+    try:
+        out = call()
+    finally:
+        del backend._launch  # the class's method again
+    return out, seen
+
+
 def wall_median(fn, sync, calls: int, warmup: int = 0) -> float:
     """Median wall seconds of one call of ``fn`` followed by ``sync()`` (what a caller
     waits for, host work included), over ``calls`` calls after ``warmup`` untimed ones."""
