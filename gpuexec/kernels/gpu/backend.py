@@ -346,21 +346,13 @@ class GPUBackend(Backend):
         # straight to the allocation and the launch: its kernel started 6-9 us sooner on
         # the H200 (docs/gpu-engine.md, thirty-ninth session).
         known = WeakMemo()
-        cp_empty, oom = self._cp.empty, self._cp.cuda.memory.OutOfMemoryError
-
-        def outputs(n, with_empty):
-            try:
-                out = cp_empty(n, dtype=out_dtype)
-                return out, (cp_empty(n, dtype=np.bool_) if with_empty else None)
-            except oom as err:
-                nbytes = n * (out_dtype.itemsize + (1 if with_empty else 0))
-                raise DeviceOutOfMemory(names[role], nbytes, str(err)) from err
 
         def reduce(offsets, content, identity=None, with_empty=False):
             entry = known.get(offsets, content)
             if entry is not None:
                 name, fn, grid, block, lead, n = entry
-                out, empty = outputs(n, with_empty)
+                out = self.alloc(n, out_dtype, names[role])
+                empty = self.alloc(n, np.bool_, names[role]) if with_empty else None
                 self._launch(name, fn, grid, block,
                              (*lead, _identity_bits(identity, dtype, op) if has_identity else 0,
                               out.data.ptr, 0 if empty is None else empty.data.ptr))
