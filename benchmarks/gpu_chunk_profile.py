@@ -62,14 +62,14 @@ def _events_of(path: str, entry_stop: int | None = None):
 def profile_query(number: int, path: str, backend: str, top: int) -> dict:
     import gpuexec.kernels as gk
     from examples.adl import make
-    from gpuexec.executor import _Timings, awkward_messages_on_error, stage_events
+    from gpuexec.staging import Timings, awkward_messages_on_error, stage_events
 
     events = _events_of(path)
     proc = make(number)
     with gk.using(backend):
         with awkward_messages_on_error(backend):  # warm: modules, caches, imports
             proc.process(stage_events(events(), backend))
-        timings = _Timings()
+        timings = Timings()
         staged = stage_events(events(), backend, timings)
         seen: Counter = Counter()
         restore = _recording_kernels(backend, seen)
@@ -115,7 +115,7 @@ def task_costs(number: int, path: str, backend: str, sizes: list[int], reps: int
     import gpuexec.kernels as gk
     from examples.adl import make
     from examples.adl.queries import ADLQuery
-    from gpuexec.executor import _Timings, awkward_messages_on_error, stage_events
+    from gpuexec.staging import Timings, awkward_messages_on_error, stage_events
 
     proc = make(number)
     computes = type(proc).observables is not ADLQuery.observables  # not a read-only query
@@ -127,7 +127,7 @@ def task_costs(number: int, path: str, backend: str, sizes: list[int], reps: int
                 proc.process(stage_events(events(), backend))
             runs = []
             for _ in range(reps):
-                timings = _Timings()
+                timings = Timings()
                 staged = stage_events(events(), backend, timings)
                 start = time.perf_counter()
                 with awkward_messages_on_error(backend):

@@ -47,7 +47,7 @@ def _process(proc, events, backend: str, timings=None, query=None):
     CPU, staged on the device (``stage_events``) inside one awkward error context on a GPU;
     with ``--read-on-device``, its plain branches read as GPUExecutor's workers read them
     (``read_on_device``, and ahead by the query's earlier tasks)."""
-    from gpuexec.executor import awkward_messages_on_error, stage_events
+    from gpuexec.staging import awkward_messages_on_error, stage_events
 
     if backend == "cpu":
         return proc.process(events)
@@ -65,7 +65,7 @@ def _task_loop(path, query, backend, events_per_task, total_events, start_at, st
 
     import gpuexec.kernels as gk
     from examples.adl import make
-    from gpuexec.executor import _Timings
+    from gpuexec.staging import Timings
 
     proc = make(query)
     ranges = [(s, min(s + events_per_task, total_events))
@@ -83,7 +83,7 @@ def _task_loop(path, query, backend, events_per_task, total_events, start_at, st
             events = NanoEventsFactory.from_root(
                 {path: "Events"}, schemaclass=NanoAODSchema, mode="virtual",
                 entry_start=lo, entry_stop=hi).events()
-            timings = _Timings()
+            timings = Timings()
             result = _process(proc, events, backend, timings, query)
             seconds += time.perf_counter() - t0
             read += timings.read

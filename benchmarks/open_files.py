@@ -9,7 +9,7 @@ generated NanoAOD-like file (24 branches, the executor benchmark's).
 The processor touches one column (``len(events.Muon.pt)``), so the time is opening the
 file, reading the tree's metadata and building the events. Two more functions run a
 GPU worker's task on the CPU engine (files kept open, the processor staged with its
-columns read directly, ``_StagedProcessor``): with coffea's host events built first and
+columns read directly, ``StagedProcessor``): with coffea's host events built first and
 then rebuilt staged (before the twenty-ninth session), and built from the factory only.
 Per file: the median and fastest seconds per chunk of each function over ``--reps``
 turns (the functions take turns, each turn every chunk of the file once, after a warm-up
@@ -112,17 +112,17 @@ def measure(path: str, chunksize: int, reps: int) -> dict:
 
 def _staged_work(kept_work, events_first: bool):
     """``kept_work`` with its processor run as a GPU-pool task runs it on the CPU engine
-    with direct reads (``_StagedProcessor``); ``events_first``: the work function builds
+    with direct reads (``StagedProcessor``); ``events_first``: the work function builds
     coffea's events and the processor stages them (before the twenty-ninth session)."""
     from gpuexec import open_files
-    from gpuexec.executor import _StagedProcessor, _Timings
+    from gpuexec.staging import StagedProcessor, Timings
 
-    class EventsFirst(_StagedProcessor):
+    class EventsFirst(StagedProcessor):
         process_nanoevents_factory = None  # (so the work function builds the events)
 
-    kind = EventsFirst if events_first else _StagedProcessor
+    kind = EventsFirst if events_first else StagedProcessor
     processor_instance = kind(open_files.unpacked(kept_work.keywords["processor_instance"]),
-                              "cpu", _Timings(), read_on_device=True)
+                              "cpu", Timings(), read_on_device=True)
     return functools.partial(kept_work.func, *kept_work.args,
                              **dict(kept_work.keywords, processor_instance=processor_instance))
 

@@ -30,7 +30,7 @@ def read_seconds(path: str, query: str, backend: str, direct: bool, repeat: int)
     from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
 
     from examples.adl import make
-    from gpuexec.executor import _Timings, stage_events
+    from gpuexec.staging import Timings, stage_events
 
     best = None
     for _ in range(repeat + 1):  # the first is a warm-up (imports, file open)
@@ -38,7 +38,7 @@ def read_seconds(path: str, query: str, backend: str, direct: bool, repeat: int)
             warnings.simplefilter("ignore", RuntimeWarning)
             events = NanoEventsFactory.from_root({path: "Events"}, schemaclass=NanoAODSchema,
                                                  mode="virtual").events()
-        timings = _Timings()
+        timings = Timings()
         make(query).process(stage_events(events, backend, timings, read_on_device=direct))
         total = timings.read + timings.transfer
         if best is None or total < best[0]:

@@ -227,7 +227,7 @@ def work_function(format, xrootdtimeout, schema, use_dataframes, savemetrics, it
 def _work_on(entry: Kept, item, schema, metadata, processor_instance, iteritems_options,
              buffer_cache):
     """``work_function``'s part on the open file ``entry``."""
-    # a GPU worker's processor (the executor's _StagedProcessor) builds the events from
+    # a GPU worker's processor (gpuexec.staging.StagedProcessor) builds the events from
     # the factory itself: coffea's host events would be built for nothing
     takes_factory = getattr(processor_instance, "process_nanoevents_factory", None)
     try:

@@ -15,7 +15,7 @@ import pytest
 import uproot
 
 from gpuexec import device_reading
-from gpuexec.executor import _Timings, stage_events
+from gpuexec.staging import Timings, stage_events
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_staged_queries_are_unchanged_and_uproot_interprets_nothing(tmp_path, co
         raise AssertionError(f"uproot interpreted {self.name}")
     monkeypatch.setattr(uproot.behaviors.TBranch.TBranch, "array", refuse)
     for q in QUERIES:
-        timings = _Timings()
+        timings = Timings()
         staged = stage_events(_events(path, start, stop), "cpu", timings, read_on_device=True)
         _same(make(q).process(staged), before[q])
         assert timings.read > 0
@@ -371,9 +371,9 @@ def test_read_ahead_reads_the_last_tasks_columns_at_the_first_touch(multi, monke
     the values equal coffea's."""
     import awkward as ak
 
-    from gpuexec import executor
+    from gpuexec import staging
 
-    monkeypatch.setattr(executor, "_READ_AHEAD", {})
+    monkeypatch.setattr(staging, "_READ_AHEAD", {})
     batches = _record_batches(monkeypatch)
 
     def task(start, stop, token, touch):
@@ -404,9 +404,9 @@ def test_read_ahead_keeps_what_tasks_running_side_by_side_learned(multi, monkeyp
     (it did: each touch replaced the list with the touching task's own)."""
     import awkward as ak
 
-    from gpuexec import executor
+    from gpuexec import staging
 
-    monkeypatch.setattr(executor, "_READ_AHEAD", {})
+    monkeypatch.setattr(staging, "_READ_AHEAD", {})
     batches = _record_batches(monkeypatch)
 
     def staged(start, stop):
@@ -432,7 +432,7 @@ def test_the_devices_queued_work_is_not_counted_as_reading(multi, monkeypatch):
 
     import awkward as ak
 
-    from gpuexec import executor
+    from gpuexec import staging
 
     queued = {"seconds": 0.0}
 
@@ -440,10 +440,10 @@ def test_the_devices_queued_work_is_not_counted_as_reading(multi, monkeypatch):
         time.sleep(queued["seconds"])
         queued["seconds"] = 0.0
 
-    monkeypatch.setattr(executor, "_device_copier", lambda backend: ((lambda a: a), wait))
-    monkeypatch.setattr(executor, "_READ_AHEAD", {})
+    monkeypatch.setattr(staging, "_device_copier", lambda backend: ((lambda a: a), wait))
+    monkeypatch.setattr(staging, "_READ_AHEAD", {})
     for task in range(2):
-        timings = _Timings()
+        timings = Timings()
         staged = stage_events(_events(multi, 0, 3000), "cpu", timings, read_on_device=True,
                               read_ahead="q")
         ak.materialize(staged.MET.pt)

@@ -326,7 +326,7 @@ def test_processor_token_names_a_processor_by_its_pickle():
     """Read-ahead learns columns per processor: equal processors (the same pickle) share a
     token, different ones do not, compressed ones (Runner(processor_compression=...)) are
     named by their bytes, and any other work function gets none."""
-    from gpuexec.executor import processor_token
+    from gpuexec.staging import processor_token
 
     def work(proc):
         return functools.partial(processor.Runner._work_function, processor_instance=proc)

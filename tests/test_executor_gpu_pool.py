@@ -18,7 +18,8 @@ import cloudpickle
 import pytest
 from coffea import processor
 
-from gpuexec.executor import GPUExecutor, stage_events, to_host
+from gpuexec.executor import GPUExecutor
+from gpuexec.staging import stage_events, to_host
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import ClusterSpec, shared_client
 from test_executor import TT, DimuonProcessor, runner
@@ -152,7 +153,7 @@ def test_awkward_builds_messages_only_on_error_inside_a_gpu_task(monkeypatch):
     from awkward._errors import OperationErrorContext
     from awkward._nplikes.numpy import Numpy
 
-    from gpuexec.executor import awkward_messages_on_error
+    from gpuexec.staging import awkward_messages_on_error
 
     formatted = []
     original = OperationErrorContext._format_args

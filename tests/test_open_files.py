@@ -301,10 +301,10 @@ def test_each_chunk_gets_its_own_copy_of_a_kept_base_form():
 @pytest.mark.parametrize("read_directly", [True, False])
 def test_a_staging_processor_gets_the_factory_and_coffeas_events_are_not_built(
         monkeypatch, read_directly):
-    """A GPU worker's processor (the executor's ``_StagedProcessor``) reading columns
+    """A GPU worker's processor (the ``gpuexec.staging.StagedProcessor``) reading columns
     directly builds its events from the NanoEvents factory: coffea's host events, one
     ``ak.from_buffers`` over every branch, are not built. Same results as Runner's."""
-    from gpuexec.executor import _StagedProcessor, _Timings
+    from gpuexec.staging import StagedProcessor, Timings
 
     items, work = _runner_work([DY], 20)
     want = [work(item) for item in items]
@@ -318,8 +318,8 @@ def test_a_staging_processor_gets_the_factory_and_coffeas_events_are_not_built(
     monkeypatch.setattr(NanoEventsFactory, "events", counting)
     run = _kept_open(work, 4)
     for item, expected in zip(items, want):
-        timings = _Timings()
-        staged = _StagedProcessor(MuonSums(), "cpu", timings, read_on_device=read_directly)
+        timings = Timings()
+        staged = StagedProcessor(MuonSums(), "cpu", timings, read_on_device=read_directly)
         got = run.func(*run.args, item, **dict(run.keywords, processor_instance=staged))
         assert got == expected
         assert timings.read > 0  # (staged columns are read under the timer)

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 import device_reading_cases as cases  # noqa: E402
 
 from gpuexec import device_reading  # noqa: E402
-from gpuexec.executor import _Timings, stage_events  # noqa: E402
+from gpuexec.staging import Timings, stage_events  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
@@ -70,7 +70,7 @@ def test_staged_queries_on_the_device_are_unchanged(multi, inflater):
         # twice with a read-ahead token: the second task reads the first's columns at its
         # first touch, in one batch
         for _task in range(2):
-            timings = _Timings()
+            timings = Timings()
             staged = stage_events(events(), "cuda", timings, read_on_device=True,
                                   read_ahead=f"Q{q}")
             assert ak.backend(staged) == "cuda"
