@@ -249,13 +249,19 @@ def main(argv=None) -> int:
               f"{args.basket_entries:,}-entry baskets in "
               f"{time.perf_counter() - start:.1f} s")
 
+    library = inflate.resolve(args.inflate)
+    if library != "isal":  # python-isal is a dependency: without it reading is slower
+        why = "not installed" if args.inflate == "auto" else "not chosen"
+        print(f"inflate: {library} (python-isal {why}): every executor inflates zlib baskets "
+              "slower than with gpuexec's dependencies; not the shipped configuration",
+              flush=True)
     results = {"machine": machine(), "events": args.events, "files": len(paths),
                "chunksize": chunksize, "basket_entries": args.basket_entries,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "gpu_sync": args.gpu_sync,
                "merge_on": args.merge_on or GPUExecutor.merge_on,
-               "inflate": inflate.resolve(args.inflate),
+               "inflate": library,
                # of every Dask cluster here: GPUExecutor's and coffea's DaskExecutor's
                "dask_settings": worker_settings(), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input

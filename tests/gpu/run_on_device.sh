@@ -5,6 +5,8 @@
 # kernel tests over cores, pytest-xdist + execnet (same download line):
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp --platform manylinux_2_26_x86_64 -d .whl cuda-cccl==1.2.1
+# and isal (python-isal, a dependency; --platform manylinux_2_28_x86_64): without it
+# benchmarks/executor.py's workers inflate with zlib, slower than a real install (it says so).
 # With the tree (27 MB) these wheels exceed the 64 MiB a run carries; the four that nothing
 # here imports go (the eighteenth session, 30 MB left in .whl):
 #   rm .whl/mplhep_data-* .whl/widgetsnbextension-* .whl/jupyterlab_widgets-* .whl/jedi-*
