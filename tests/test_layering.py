@@ -50,7 +50,8 @@ def imports_of(path: Path) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
@@ -71,7 +72,7 @@ def _violations() -> list[str]:
         assert part in ALLOWED, f"{module}: a new part of gpuexec needs its row in ALLOWED"
         for name in imports_of(path):
             target = _part(name)
-            if target in (part, "gpuexec") or name == "gpuexec.__version__":
+            if target in (part, "gpuexec", "gpuexec.__version__"):
                 continue
             if target not in ALLOWED[part]:
                 wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {name}")
