@@ -48,6 +48,20 @@ def machine() -> dict:
             "gpus": [d.describe() for d in discover()], "python": platform.python_version()}
 
 
+def nvcomp_version() -> str | None:
+    """The nvCOMP Python package's version where it is installed (GPU workers then inflate
+    large batches on the device, ``gpuexec.device_reading``), else None. Found, not
+    imported: the client needs no CUDA context."""
+    from importlib import metadata, util
+
+    if util.find_spec("nvidia.nvcomp") is None:
+        return None
+    try:
+        return metadata.version("nvidia-nvcomp-cu13")
+    except metadata.PackageNotFoundError:  # unpacked without its metadata
+        return "installed"
+
+
 def run_query(executor, number: int | str, paths: list[str], chunksize: int,
               maxchunks: int | None = None) -> tuple[float, dict]:
     from coffea import processor
@@ -255,13 +269,19 @@ def main(argv=None) -> int:
         print(f"inflate: {library} (python-isal {why}): every executor inflates zlib baskets "
               "slower than with gpuexec's dependencies; not the shipped configuration",
               flush=True)
-    results = {"machine": machine(), "events": args.events, "files": len(paths),
+    host = machine()
+    nvcomp = nvcomp_version()
+    if nvcomp is None and host["gpus"] and args.gpu_backend != "cpu":  # slower GPU reading
+        print("nvCOMP: not installed (nvidia-nvcomp-cu13, gpuexec's [cuda] extra): GPU "
+              "workers inflate every batch on the host; not the shipped GPU configuration",
+              flush=True)
+    results = {"machine": host, "events": args.events, "files": len(paths),
                "chunksize": chunksize, "basket_entries": args.basket_entries,
                "cores": args.cores, "gpu_backend": args.gpu_backend,
                "gpu_workers": args.gpu_workers, "gpu_threads": args.gpu_threads,
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "gpu_sync": args.gpu_sync,
                "merge_on": args.merge_on or GPUExecutor.merge_on,
-               "inflate": library,
+               "inflate": library, "nvcomp": nvcomp,
                # of every Dask cluster here: GPUExecutor's and coffea's DaskExecutor's
                "dask_settings": worker_settings(), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input

@@ -21,8 +21,10 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 #     --platform manylinux_2_28_x86_64 -d /tmp/nvw nvidia-nvcomp-cu13 nvidia-libnvcomp-cu13
 #   unzip each into /tmp/nvx; keep nvidia/nvcomp/{__init__,external_memory}.py, its
-#   cpython-312 module and nvidia/libnvcomp/{__init__,load}.py, lib64/libnvcomp*.so.6;
-#   tar cJf .cache/devcarry/nvcomp.tar.xz -C /tmp/nvx nvidia
+#   cpython-312 module and nvidia/libnvcomp/{__init__,load}.py, lib64/libnvcomp*.so.6,
+#   and both .dist-info folders (benchmarks/executor.py records nvCOMP's version);
+#   tar cJf .cache/devcarry/nvcomp.tar.xz -C /tmp/nvx nvidia nvidia_nvcomp_cu13-*.dist-info \
+#     nvidia_libnvcomp_cu13-*.dist-info
 # and, with benchmarks/results moved aside for the call (27 MB of the tree), carry
 # [".whl", ".cache/devcarry"]. Without it the device-reading tests run the host inflater only.
 if [ -f .cache/devcarry/nvcomp.tar.xz ]; then tar xJf .cache/devcarry/nvcomp.tar.xz -C .site; fi
