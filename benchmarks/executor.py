@@ -286,13 +286,14 @@ def main(argv=None) -> int:
                "dask_settings": worker_settings(), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
-        # runs before these settings existed
-        before = {"files": 1, "inflate": "zlib", "basket_entries": 100_000}
+        # runs before these settings existed (nvCOMP's presence unrecorded: never merged)
+        before = {"files": 1, "inflate": "zlib", "basket_entries": 100_000,
+                  "nvcomp": "unrecorded"}
         same = all(earlier.get(k, before.get(k)) == results[k]
                    for k in ("events", "files", "chunksize", "cores", "inflate",
-                             "basket_entries"))
+                             "basket_entries", "nvcomp"))
         if not same or earlier["machine"].get("gpus") != results["machine"]["gpus"]:
-            raise SystemExit(f"{args.previous}: another machine or input; not merged")
+            raise SystemExit(f"{args.previous}: another machine, input or setup; not merged")
         results["queries"].update({k: v for k, v in earlier["queries"].items()
                                    if k[1:] not in {str(q) for q in queries}})
         results.setdefault("runs", earlier.get("runs", []))

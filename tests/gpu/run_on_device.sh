@@ -25,7 +25,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 #   and both .dist-info folders (benchmarks/executor.py records nvCOMP's version);
 #   tar cJf .cache/devcarry/nvcomp.tar.xz -C /tmp/nvx nvidia nvidia_nvcomp_cu13-*.dist-info \
 #     nvidia_libnvcomp_cu13-*.dist-info
-# and, with benchmarks/results moved aside for the call (27 MB of the tree), carry
+# and, with benchmarks/results moved aside for the call (54 MB of the tree), carry
 # [".whl", ".cache/devcarry"]. Without it the device-reading tests run the host inflater only.
 if [ -f .cache/devcarry/nvcomp.tar.xz ]; then tar xJf .cache/devcarry/nvcomp.tar.xz -C .site; fi
 export PYTHONPATH="$PWD/.site:$PWD" PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
