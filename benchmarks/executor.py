@@ -48,20 +48,6 @@ def machine() -> dict:
             "gpus": [d.describe() for d in discover()], "python": platform.python_version()}
 
 
-def nvcomp_version() -> str | None:
-    """The nvCOMP Python package's version where it is installed (GPU workers then inflate
-    large batches on the device, ``gpuexec.device_reading``), else None. Found, not
-    imported: the client needs no CUDA context."""
-    from importlib import metadata, util
-
-    if util.find_spec("nvidia.nvcomp") is None:
-        return None
-    try:
-        return metadata.version("nvidia-nvcomp-cu13")
-    except metadata.PackageNotFoundError:  # unpacked without its metadata
-        return "installed"
-
-
 def run_query(executor, number: int | str, paths: list[str], chunksize: int,
               maxchunks: int | None = None) -> tuple[float, dict]:
     from coffea import processor
@@ -185,7 +171,7 @@ def gpuexec_executor(mode: str, args):
 
 
 def main(argv=None) -> int:
-    from gpuexec import GPUExecutor, inflate
+    from gpuexec import GPUExecutor, device_reading, inflate
     from gpuexec.kernels.gpu.runtime import SYNC_MODES
     from gpuexec.scheduler.cluster import worker_settings
 
@@ -270,7 +256,7 @@ def main(argv=None) -> int:
               "slower than with gpuexec's dependencies; not the shipped configuration",
               flush=True)
     host = machine()
-    nvcomp = nvcomp_version()
+    nvcomp = device_reading.nvcomp_version()
     if nvcomp is None and host["gpus"] and args.gpu_backend != "cpu":  # slower GPU reading
         print("nvCOMP: not installed (nvidia-nvcomp-cu13, gpuexec's [cuda] extra): GPU "
               "workers inflate every batch on the host; not the shipped GPU configuration",

@@ -234,6 +234,20 @@ def _nvcomp_codec():
     return codec
 
 
+def nvcomp_version() -> str | None:
+    """The version of nvCOMP's Python package where it is installed (GPU workers then
+    inflate large batches with it), else None. Found, not imported: a process that only
+    asks (a client) gets no CUDA context."""
+    from importlib import metadata, util
+
+    if util.find_spec("nvidia.nvcomp") is None:
+        return None
+    try:
+        return metadata.version("nvidia-nvcomp-cu13")
+    except metadata.PackageNotFoundError:  # unpacked without its metadata
+        return "installed"
+
+
 class _DeviceSlots:
     """``n`` slots for nvCOMP calls on one device, shared by the processes of a host: a
     slot is an exclusive ``flock`` on a file named by the device's PCI bus id (released by

@@ -699,3 +699,25 @@ def test_a_batch_waits_nvcomp_wait_seconds_for_a_slot_before_the_host_takes_it(
     assert called == [] and np.array_equal(got, want)  # the host, after the wait
     assert time.perf_counter() - start >= 0.2
     device_reading._DeviceSlots.release(held)
+
+
+def test_nvcomp_version_says_whether_nvcomp_is_installed(monkeypatch):
+    """``nvcomp_version`` (which ``benchmarks/executor.py`` writes into its JSON): the
+    forty-first session's device runs lacked nvCOMP and nothing in their JSON said so."""
+    from importlib import metadata, util
+
+    found = {"nvidia.nvcomp": None}
+    monkeypatch.setattr(util, "find_spec", lambda name: found.get(name, object()))
+    assert device_reading.nvcomp_version() is None
+
+    found["nvidia.nvcomp"] = object()
+    versions = {"nvidia-nvcomp-cu13": "6.0.0.12"}
+
+    def version(name):
+        if name not in versions:
+            raise metadata.PackageNotFoundError(name)
+        return versions[name]
+    monkeypatch.setattr(metadata, "version", version)
+    assert device_reading.nvcomp_version() == "6.0.0.12"
+    versions.clear()  # unpacked without its metadata
+    assert device_reading.nvcomp_version() == "installed"

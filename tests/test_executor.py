@@ -685,27 +685,3 @@ def test_the_benchmarks_placement_variants_set_each_setting_once():
     assert gpuexec_executor("placement:gpu_workers=3", args).gpu_workers == 3
     merged = gpuexec_executor("placement:gpu_merge=8", args)
     assert merged.gpu_merge == 8 and merged.gpu_workers == 2
-
-
-def test_the_benchmark_records_whether_nvcomp_is_installed(monkeypatch):
-    """``benchmarks/executor.py`` writes nvCOMP's version into its JSON (None without it):
-    the forty-first session's device runs lacked it and nothing in their JSON said so."""
-    from importlib import metadata, util
-
-    from benchmarks.executor import nvcomp_version
-
-    found = {"nvidia.nvcomp": None}
-    monkeypatch.setattr(util, "find_spec", lambda name: found.get(name, object()))
-    assert nvcomp_version() is None
-
-    found["nvidia.nvcomp"] = object()
-    versions = {"nvidia-nvcomp-cu13": "6.0.0.12"}
-
-    def version(name):
-        if name not in versions:
-            raise metadata.PackageNotFoundError(name)
-        return versions[name]
-    monkeypatch.setattr(metadata, "version", version)
-    assert nvcomp_version() == "6.0.0.12"
-    versions.clear()  # unpacked without its metadata
-    assert nvcomp_version() == "installed"

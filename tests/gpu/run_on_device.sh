@@ -7,8 +7,8 @@
 #     --implementation cp --platform manylinux_2_26_x86_64 -d .whl cuda-cccl==1.2.1
 # and isal (python-isal, a dependency; --platform manylinux_2_28_x86_64): without it
 # benchmarks/executor.py's workers inflate with zlib, slower than a real install (it says so).
-# With the tree (27 MB) these wheels exceed the 64 MiB a run carries; the four that nothing
-# here imports go (the eighteenth session, 30 MB left in .whl):
+# With the tree (5 MB, and 54 MB of benchmarks/results) these wheels exceed the 64 MiB a
+# run carries; the four that nothing here imports go (the eighteenth session, 30 MB left):
 #   rm .whl/mplhep_data-* .whl/widgetsnbextension-* .whl/jupyterlab_widgets-* .whl/jedi-*
 # Then: run(command="bash tests/gpu/run_on_device.sh [pytest args]", carry=[".whl"]).
 # Logs land in $OUT (junit XML + the full pytest output of each file).
