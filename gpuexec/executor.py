@@ -584,6 +584,9 @@ class _SharedState:
         self.placement = None
         self.calibration = None
         self.mps_failed: str | None = None  # why gpu_share="auto" could not start MPS
+        # nvCOMP where the NVIDIA GPU workers run: its version, None (absent), or
+        # NVCOMP_UNKNOWN; False until asked (``_say_if_no_nvcomp``)
+        self.nvcomp: str | None | bool = False
 
     def record(self, call: CallReport) -> RunReport:
         self.report = (self.report or RunReport()).add(call)
@@ -625,6 +628,19 @@ def _say_time_sliced() -> None:
                       f"({CONTROL} is not on PATH, or its daemon did not start): CUDA "
                       "time-slices their contexts, and processors of many small kernels "
                       "run several times slower", RuntimeWarning, stacklevel=4)
+
+
+NVCOMP_UNKNOWN = "unknown"  # the GPU workers could not be asked
+NVCOMP_PROBE_TIMEOUT = 60.0  # seconds; the probe waits behind a GPU worker's start
+
+
+def _nvcomp_missing_message() -> str:
+    # measured: ADL Q8 on two H200 hosts, 0.263 s without nvCOMP and 0.193 s with it,
+    # both against futures' ~0.66 s (benchmarks/results/executor_q8{,_q6_nvcomp}_s42_h200.json)
+    return ("gpuexec: nvCOMP is not installed where the NVIDIA GPU workers run: they "
+            "inflate every zlib basket on the host, and reading bounds them (ADL Q8 on the "
+            "H200: 0.263 s a run, 0.193 s with nvCOMP). pip install 'gpuexec[cuda]' "
+            "installs it (nvidia-nvcomp-cu13)")
 
 
 @dataclass
@@ -771,7 +787,9 @@ class GPUExecutor(ExecutorBase):
             ``nvidia-nvcomp-cu13`` is installed), the bytes go to the device in one copy
             and the values are made there, without uproot's per-basket interpretation.
             Other buffers are read by coffea and uproot as before. False: every buffer
-            the usual way.
+            the usual way. The first processing call asks an NVIDIA GPU worker whether
+            nvCOMP is installed there and warns once where it is not
+            (``nvcomp_on_gpu_workers``).
         cpu_direct_read: CPU workers (and a GPU pool on the CPU engine) read the same
             branches through ``gpuexec.device_reading`` with numpy (their events rebuilt
             over its buffers) instead of coffea's events as they come. Off by default:
@@ -896,6 +914,13 @@ class GPUExecutor(ExecutorBase):
         chunks re-run after a worker died or moved from a GPU to a CPU pool, merged GPU
         tasks, where each chunk ran and the placement decisions."""
         return self._shared.report
+
+    @property
+    def nvcomp_on_gpu_workers(self) -> str | None | bool:
+        """nvCOMP's version where this executor's NVIDIA GPU workers run, None where it
+        is not installed (they inflate on the host), ``NVCOMP_UNKNOWN`` where they could
+        not be asked, False before a processing call with such workers has asked."""
+        return self._shared.nvcomp
 
     @property
     def placement(self):
@@ -1068,6 +1093,28 @@ class GPUExecutor(ExecutorBase):
                 self._shared.calibration = False
         return self._shared.calibration or None
 
+    def _say_if_no_nvcomp(self, client, pools: dict) -> None:
+        """Ask an NVIDIA GPU worker, once per executor (and its copies), whether nvCOMP is
+        installed there; warn where it is not: such workers read with ``read_on_device``
+        but inflate on the host, a setup that looks like the shipped one and is slower.
+        The answer is ``nvcomp_on_gpu_workers``. A probe that fails only leaves it
+        unknown: the run goes on."""
+        if self._shared.nvcomp is not False:
+            return
+        gpu = next((p for p in pools.values() if p.is_gpu and p.backend == "cuda"), None)
+        if gpu is None or not self.read_on_device:
+            return
+        try:
+            version = client.submit(
+                device_reading.nvcomp_version, pure=False, resources=gpu.task_resources_dict(),
+                key=f"nvcomp-probe-{keys.new_run_token()}").result(timeout=NVCOMP_PROBE_TIMEOUT)
+        except Exception as err:  # noqa: BLE001 - advisory; the chunks report real faults
+            logger.debug("gpuexec: asking a GPU worker for nvCOMP failed: %r", err)
+            version = NVCOMP_UNKNOWN
+        self._shared.nvcomp = version
+        if version is None:
+            warnings.warn(_nvcomp_missing_message(), RuntimeWarning, stacklevel=3)
+
     def _placement(self, client, pools: dict):
         from gpuexec.scheduler.placement import Placement
 
@@ -1101,6 +1148,8 @@ class GPUExecutor(ExecutorBase):
             # where an earlier call's cancelled copy still occupies a worker, any other
             # worker may take them (they would otherwise wait behind it on a lone CPU worker)
             restrict = restrict and not _still_running_at(client.scheduler.address)
+        if chunks:
+            self._say_if_no_nvcomp(client, pools)
         policy = self._placement(client, pools) if chunks and len(pools) > 1 else None
 
         # The task callable travels inside the graph: pickled once per message, so once

@@ -13,6 +13,7 @@ import io
 import os
 import pickle
 import sys
+import warnings
 
 import awkward as ak
 import cloudpickle
@@ -366,6 +367,77 @@ def test_copies_share_the_report_and_settings():
     with pytest.raises(ValueError, match="profile_interval"):
         GPUExecutor(profile_interval=-0.1)
     assert GPUExecutor(profile_interval=0, cpu_workers=1).cluster_spec().profile_interval == 0
+
+
+
+class _ProbeClient:
+    """Answers ``submit`` with ``answer`` (an exception: raised by ``result``)."""
+
+    def __init__(self, answer):
+        self.answer, self.submitted = answer, []
+
+    def submit(self, fn, *args, pure=True, resources=None, key=None):
+        self.submitted.append((fn, resources, key))
+        answer = self.answer
+
+        class Future:
+            def result(self, timeout=None):
+                if isinstance(answer, BaseException):
+                    raise answer
+                return answer
+
+        return Future()
+
+
+def _probe_pools(backend: str) -> dict:
+    return {"cpu": WorkerPool("cpu", 1, resources={"CPU": 1}, task_resources={"CPU": 1}),
+            "gpu": WorkerPool("gpu", 1, resources={"GPU": 1}, task_resources={"GPU": 1},
+                              backend=backend)}
+
+
+def _nvcomp_warnings(call) -> list:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return [w for w in caught if "nvCOMP is not installed" in str(w.message)]
+
+
+def test_nvidia_gpu_workers_without_nvcomp_are_warned_of_once():
+    """The executor asks an NVIDIA GPU worker once whether nvCOMP is installed there, and
+    warns where it is not (the workers would inflate on the host); copies share the
+    answer."""
+    from gpuexec import device_reading
+    from gpuexec.executor import NVCOMP_UNKNOWN
+
+    ex, client = GPUExecutor(status=False), _ProbeClient(None)
+    assert ex.nvcomp_on_gpu_workers is False  # not asked yet
+    found = _nvcomp_warnings(lambda: ex._say_if_no_nvcomp(client, _probe_pools("cuda")))
+    assert len(found) == 1 and "gpuexec[cuda]" in str(found[0].message)
+    assert [(fn, res) for fn, res, _k in client.submitted] == [
+        (device_reading.nvcomp_version, {"GPU": 1})]
+    assert client.submitted[0][2].startswith("nvcomp-probe-")
+    copy = ex.copy(desc="Processing")
+    assert copy.nvcomp_on_gpu_workers is None
+    assert not _nvcomp_warnings(lambda: copy._say_if_no_nvcomp(client, _probe_pools("cuda")))
+    assert len(client.submitted) == 1  # asked once
+
+    installed = GPUExecutor(status=False)
+    assert not _nvcomp_warnings(
+        lambda: installed._say_if_no_nvcomp(_ProbeClient("6.0.0.12"), _probe_pools("cuda")))
+    assert installed.nvcomp_on_gpu_workers == "6.0.0.12"
+
+    # a probe that fails leaves it unknown, the run goes on
+    lost = GPUExecutor(status=False)
+    assert not _nvcomp_warnings(lambda: lost._say_if_no_nvcomp(
+        _ProbeClient(TimeoutError("no GPU worker")), _probe_pools("cuda")))
+    assert lost.nvcomp_on_gpu_workers == NVCOMP_UNKNOWN
+
+    # not asked: a CPU-backed or AMD GPU pool, or GPU workers that read through uproot
+    for ex, backend in ((GPUExecutor(status=False), "cpu"), (GPUExecutor(status=False), "hip"),
+                        (GPUExecutor(status=False, read_on_device=False), "cuda")):
+        client = _ProbeClient(None)
+        assert not _nvcomp_warnings(lambda: ex._say_if_no_nvcomp(client, _probe_pools(backend)))
+        assert client.submitted == [] and ex.nvcomp_on_gpu_workers is False
 
 
 # ------------------------------------------------------------------- on a cluster
