@@ -585,7 +585,7 @@ class _SharedState:
         self.calibration = None
         self.mps_failed: str | None = None  # why gpu_share="auto" could not start MPS
         # nvCOMP where the NVIDIA GPU workers run: its version, None (absent), or
-        # NVCOMP_UNKNOWN; False until asked (``_say_if_no_nvcomp``)
+        # NVCOMP_UNKNOWN; False until heard (``_ask_for_nvcomp``, ``_hear_nvcomp``)
         self.nvcomp: str | None | bool = False
 
     def record(self, call: CallReport) -> RunReport:
@@ -631,7 +631,8 @@ def _say_time_sliced() -> None:
 
 
 NVCOMP_UNKNOWN = "unknown"  # the GPU workers could not be asked
-NVCOMP_PROBE_TIMEOUT = 60.0  # seconds; the probe waits behind a GPU worker's start
+# scheduler address -> nvCOMP's version on its NVIDIA GPU workers (None: not installed)
+_nvcomp_heard: dict[str, str | None] = {}
 
 
 def _nvcomp_missing_message() -> str:
@@ -787,9 +788,9 @@ class GPUExecutor(ExecutorBase):
             ``nvidia-nvcomp-cu13`` is installed), the bytes go to the device in one copy
             and the values are made there, without uproot's per-basket interpretation.
             Other buffers are read by coffea and uproot as before. False: every buffer
-            the usual way. The first processing call asks an NVIDIA GPU worker whether
-            nvCOMP is installed there and warns once where it is not
-            (``nvcomp_on_gpu_workers``).
+            the usual way. The first processing call on a cluster asks an NVIDIA GPU
+            worker, beside its chunks, whether nvCOMP is installed there and warns once
+            where it is not (``nvcomp_on_gpu_workers``).
         cpu_direct_read: CPU workers (and a GPU pool on the CPU engine) read the same
             branches through ``gpuexec.device_reading`` with numpy (their events rebuilt
             over its buffers) instead of coffea's events as they come. Off by default:
@@ -919,7 +920,7 @@ class GPUExecutor(ExecutorBase):
     def nvcomp_on_gpu_workers(self) -> str | None | bool:
         """nvCOMP's version where this executor's NVIDIA GPU workers run, None where it
         is not installed (they inflate on the host), ``NVCOMP_UNKNOWN`` where they could
-        not be asked, False before a processing call with such workers has asked."""
+        not be asked, False before a processing call with such workers has heard."""
         return self._shared.nvcomp
 
     @property
@@ -1093,24 +1094,44 @@ class GPUExecutor(ExecutorBase):
                 self._shared.calibration = False
         return self._shared.calibration or None
 
-    def _say_if_no_nvcomp(self, client, pools: dict) -> None:
-        """Ask an NVIDIA GPU worker, once per executor (and its copies), whether nvCOMP is
-        installed there; warn where it is not: such workers read with ``read_on_device``
-        but inflate on the host, a setup that looks like the shipped one and is slower.
-        The answer is ``nvcomp_on_gpu_workers``. A probe that fails only leaves it
-        unknown: the run goes on."""
-        if self._shared.nvcomp is not False:
-            return
+    def _ask_for_nvcomp(self, client, pools: dict):
+        """A probe asking an NVIDIA GPU worker whether nvCOMP is installed there, submitted
+        beside a processing call's chunks (None: nothing to ask). Asked once per cluster;
+        an executor on a cluster already asked takes the answer. GPU workers without
+        nvCOMP read with ``read_on_device`` but inflate on the host: a setup that looks
+        like the shipped one and is slower."""
         gpu = next((p for p in pools.values() if p.is_gpu and p.backend == "cuda"), None)
         if gpu is None or not self.read_on_device:
-            return
+            return None
+        address = client.scheduler.address
+        if address in _nvcomp_heard:
+            self._shared.nvcomp = _nvcomp_heard[address]
+            return None
         try:
-            version = client.submit(
-                device_reading.nvcomp_version, pure=False, resources=gpu.task_resources_dict(),
-                key=f"nvcomp-probe-{keys.new_run_token()}").result(timeout=NVCOMP_PROBE_TIMEOUT)
+            return client.submit(device_reading.nvcomp_version, pure=False,
+                                 resources=gpu.task_resources_dict(),
+                                 key=f"nvcomp-probe-{keys.new_run_token()}")
         except Exception as err:  # noqa: BLE001 - advisory; the chunks report real faults
             logger.debug("gpuexec: asking a GPU worker for nvCOMP failed: %r", err)
+            return None
+
+    def _hear_nvcomp(self, client, probe) -> None:
+        """The probe's answer after the call (it ran before the chunks, so it has come
+        unless no GPU worker was free all along: then it is cancelled and asked again
+        next call, rather than holding up this one). Recorded per cluster and in
+        ``nvcomp_on_gpu_workers``; warned of once where nvCOMP is missing. A probe that
+        failed leaves the answer unknown."""
+        if probe is None:
+            return
+        if not probe.done():
+            probe.cancel()
+            return
+        try:
+            version = probe.result()
+        except Exception as err:  # noqa: BLE001 - advisory
+            logger.debug("gpuexec: asking a GPU worker for nvCOMP failed: %r", err)
             version = NVCOMP_UNKNOWN
+        _nvcomp_heard[client.scheduler.address] = version
         self._shared.nvcomp = version
         if version is None:
             warnings.warn(_nvcomp_missing_message(), RuntimeWarning, stacklevel=3)
@@ -1148,8 +1169,7 @@ class GPUExecutor(ExecutorBase):
             # where an earlier call's cancelled copy still occupies a worker, any other
             # worker may take them (they would otherwise wait behind it on a lone CPU worker)
             restrict = restrict and not _still_running_at(client.scheduler.address)
-        if chunks:
-            self._say_if_no_nvcomp(client, pools)
+        probe = self._ask_for_nvcomp(client, pools) if chunks else None
         policy = self._placement(client, pools) if chunks and len(pools) > 1 else None
 
         # The task callable travels inside the graph: pickled once per message, so once
@@ -1185,6 +1205,8 @@ class GPUExecutor(ExecutorBase):
                     progress.__exit__(None, None, None)
         except BaseException as err:
             loop.cancel()
+            if probe is not None:
+                probe.cancel()
             if ledger:  # the scheduler's record of this run's re-runs is not needed now
                 with contextlib.suppress(Exception):
                     self._reruns(client, run)
@@ -1193,6 +1215,7 @@ class GPUExecutor(ExecutorBase):
                 raise
             raise explained from err
         reruns = self._reruns(client, run) if ledger else []
+        self._hear_nvcomp(client, probe)
         if policy is not None:
             self._shared.placement = policy
         call, mismatch = self._account(items, loop, labels, result, reruns,

@@ -371,20 +371,28 @@ def test_copies_share_the_report_and_settings():
 
 
 class _ProbeClient:
-    """Answers ``submit`` with ``answer`` (an exception: raised by ``result``)."""
+    """Answers ``submit`` with a future of ``answer`` (an exception: raised by
+    ``result``), done at once unless ``done`` is False; one scheduler address each."""
 
-    def __init__(self, answer):
-        self.answer, self.submitted = answer, []
+    def __init__(self, answer, done: bool = True):
+        self.answer, self.is_done, self.submitted, self.cancelled = answer, done, [], 0
+        self.scheduler = type("Scheduler", (), {"address": f"tcp://probe-{id(self)}"})()
 
     def submit(self, fn, *args, pure=True, resources=None, key=None):
         self.submitted.append((fn, resources, key))
-        answer = self.answer
+        client = self
 
         class Future:
+            def done(self):
+                return client.is_done
+
+            def cancel(self):
+                client.cancelled += 1
+
             def result(self, timeout=None):
-                if isinstance(answer, BaseException):
-                    raise answer
-                return answer
+                if isinstance(client.answer, BaseException):
+                    raise client.answer
+                return client.answer
 
         return Future()
 
@@ -395,48 +403,54 @@ def _probe_pools(backend: str) -> dict:
                               backend=backend)}
 
 
-def _nvcomp_warnings(call) -> list:
+def _probe_call(ex, client, backend: str = "cuda") -> list:
+    """What a processing call does about nvCOMP (ask before the chunks, hear after);
+    the nvCOMP warnings it gave."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        call()
+        ex._hear_nvcomp(client, ex._ask_for_nvcomp(client, _probe_pools(backend)))
     return [w for w in caught if "nvCOMP is not installed" in str(w.message)]
 
 
-def test_nvidia_gpu_workers_without_nvcomp_are_warned_of_once():
-    """The executor asks an NVIDIA GPU worker once whether nvCOMP is installed there, and
-    warns where it is not (the workers would inflate on the host); copies share the
-    answer."""
+def test_nvidia_gpu_workers_without_nvcomp_are_warned_of_once_per_cluster():
+    """A processing call asks an NVIDIA GPU worker whether nvCOMP is installed there, and
+    warns where it is not (the workers would inflate on the host); a cluster is asked
+    once, and its answer reaches every executor on it."""
     from gpuexec import device_reading
     from gpuexec.executor import NVCOMP_UNKNOWN
 
     ex, client = GPUExecutor(status=False), _ProbeClient(None)
-    assert ex.nvcomp_on_gpu_workers is False  # not asked yet
-    found = _nvcomp_warnings(lambda: ex._say_if_no_nvcomp(client, _probe_pools("cuda")))
+    assert ex.nvcomp_on_gpu_workers is False  # not heard yet
+    found = _probe_call(ex, client)
     assert len(found) == 1 and "gpuexec[cuda]" in str(found[0].message)
     assert [(fn, res) for fn, res, _k in client.submitted] == [
         (device_reading.nvcomp_version, {"GPU": 1})]
     assert client.submitted[0][2].startswith("nvcomp-probe-")
-    copy = ex.copy(desc="Processing")
-    assert copy.nvcomp_on_gpu_workers is None
-    assert not _nvcomp_warnings(lambda: copy._say_if_no_nvcomp(client, _probe_pools("cuda")))
-    assert len(client.submitted) == 1  # asked once
+    assert ex.copy(desc="Processing").nvcomp_on_gpu_workers is None
+    other = GPUExecutor(status=False)  # another executor on the same cluster
+    assert not _probe_call(other, client) and not _probe_call(ex, client)
+    assert len(client.submitted) == 1 and other.nvcomp_on_gpu_workers is None
 
     installed = GPUExecutor(status=False)
-    assert not _nvcomp_warnings(
-        lambda: installed._say_if_no_nvcomp(_ProbeClient("6.0.0.12"), _probe_pools("cuda")))
+    assert not _probe_call(installed, _ProbeClient("6.0.0.12"))
     assert installed.nvcomp_on_gpu_workers == "6.0.0.12"
 
-    # a probe that fails leaves it unknown, the run goes on
+    # a probe that failed leaves it unknown; one not run by the call's end is cancelled
+    # (the call is not held up) and asked again next call
     lost = GPUExecutor(status=False)
-    assert not _nvcomp_warnings(lambda: lost._say_if_no_nvcomp(
-        _ProbeClient(TimeoutError("no GPU worker")), _probe_pools("cuda")))
+    assert not _probe_call(lost, _ProbeClient(TimeoutError("no GPU worker")))
     assert lost.nvcomp_on_gpu_workers == NVCOMP_UNKNOWN
+    late, busy = GPUExecutor(status=False), _ProbeClient(None, done=False)
+    assert not _probe_call(late, busy)
+    assert busy.cancelled == 1 and late.nvcomp_on_gpu_workers is False
+    busy.is_done = True
+    assert len(_probe_call(late, busy)) == 1 and len(busy.submitted) == 2
 
     # not asked: a CPU-backed or AMD GPU pool, or GPU workers that read through uproot
     for ex, backend in ((GPUExecutor(status=False), "cpu"), (GPUExecutor(status=False), "hip"),
                         (GPUExecutor(status=False, read_on_device=False), "cuda")):
         client = _ProbeClient(None)
-        assert not _nvcomp_warnings(lambda: ex._say_if_no_nvcomp(client, _probe_pools(backend)))
+        assert not _probe_call(ex, client, backend)
         assert client.submitted == [] and ex.nvcomp_on_gpu_workers is False
 
 
