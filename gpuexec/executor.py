@@ -1116,7 +1116,7 @@ class GPUExecutor(ExecutorBase):
             return None
 
     def _hear_nvcomp(self, client, probe) -> None:
-        """The probe's answer after the call (it ran before the chunks, so it has come
+        """The probe's answer after the call (submitted before the chunks, it has come
         unless no GPU worker was free all along: then it is cancelled and asked again
         next call, rather than holding up this one). Recorded per cluster and in
         ``nvcomp_on_gpu_workers``; warned of once where nvCOMP is missing. A probe that

@@ -369,7 +369,6 @@ def test_copies_share_the_report_and_settings():
     assert GPUExecutor(profile_interval=0, cpu_workers=1).cluster_spec().profile_interval == 0
 
 
-
 class _ProbeClient:
     """Answers ``submit`` with a future of ``answer`` (an exception: raised by
     ``result``), done at once unless ``done`` is False; one scheduler address each."""
