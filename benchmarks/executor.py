@@ -258,9 +258,9 @@ def main(argv=None) -> int:
     host = machine()
     nvcomp = device_reading.nvcomp_version()
     if nvcomp is None and host["gpus"] and args.gpu_backend != "cpu":  # slower GPU reading
-        print("nvCOMP: not installed (nvidia-nvcomp-cu13, gpuexec's [cuda] extra): GPU "
-              "workers inflate every batch on the host; not the shipped GPU configuration",
-              flush=True)
+        from gpuexec.executor import NVCOMP_MISSING
+
+        print(f"{NVCOMP_MISSING}; not the shipped GPU configuration", flush=True)
     results = {"machine": host, "events": args.events, "files": len(paths),
                "chunksize": chunksize, "basket_entries": args.basket_entries,
                "cores": args.cores, "gpu_backend": args.gpu_backend,

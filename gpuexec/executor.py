@@ -635,13 +635,12 @@ NVCOMP_UNKNOWN = "unknown"  # the GPU workers could not be asked
 _nvcomp_heard: dict[str, str | None] = {}
 
 
-def _nvcomp_missing_message() -> str:
-    # measured: ADL Q8 on two H200 hosts, 0.263 s without nvCOMP and 0.193 s with it,
-    # both against futures' ~0.66 s (benchmarks/results/executor_q8{,_q6_nvcomp}_s42_h200.json)
-    return ("gpuexec: nvCOMP is not installed where the NVIDIA GPU workers run: they "
-            "inflate every zlib basket on the host, and reading bounds them (ADL Q8 on the "
-            "H200: 0.263 s a run, 0.193 s with nvCOMP). pip install 'gpuexec[cuda]' "
-            "installs it (nvidia-nvcomp-cu13)")
+# measured: ADL Q8 on two H200 hosts, 0.263 s without nvCOMP and 0.193 s with it, both
+# against futures' ~0.66 s (benchmarks/results/executor_q8{,_q6_nvcomp}_s42_h200.json)
+NVCOMP_MISSING = ("gpuexec: nvCOMP is not installed where the NVIDIA GPU workers run: they "
+                  "inflate every zlib basket on the host, and reading bounds them (ADL Q8 on "
+                  "the H200: 0.263 s a run, 0.193 s with nvCOMP). pip install "
+                  "'gpuexec[cuda]' installs it (nvidia-nvcomp-cu13)")
 
 
 @dataclass
@@ -1134,7 +1133,7 @@ class GPUExecutor(ExecutorBase):
         _nvcomp_heard[client.scheduler.address] = version
         self._shared.nvcomp = version
         if version is None:
-            warnings.warn(_nvcomp_missing_message(), RuntimeWarning, stacklevel=3)
+            warnings.warn(NVCOMP_MISSING, RuntimeWarning, stacklevel=3)
 
     def _placement(self, client, pools: dict):
         from gpuexec.scheduler.placement import Placement

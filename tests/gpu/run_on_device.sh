@@ -7,7 +7,7 @@
 #     --implementation cp --platform manylinux_2_26_x86_64 -d .whl cuda-cccl==1.2.1
 # and isal (python-isal, a dependency; --platform manylinux_2_28_x86_64): without it
 # benchmarks/executor.py's workers inflate with zlib, slower than a real install (it says so).
-# With the tree (5 MB, and 54 MB of benchmarks/results) these wheels exceed the 64 MiB a
+# With the tree (5 MB, and 55 MB of benchmarks/results) these wheels exceed the 64 MiB a
 # run carries; the four that nothing here imports go (the eighteenth session, 30 MB left):
 #   rm .whl/mplhep_data-* .whl/widgetsnbextension-* .whl/jupyterlab_widgets-* .whl/jedi-*
 # Then: run(command="bash tests/gpu/run_on_device.sh [pytest args]", carry=[".whl"]).
@@ -25,7 +25,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 #   and both .dist-info folders (benchmarks/executor.py records nvCOMP's version);
 #   tar cJf .cache/devcarry/nvcomp.tar.xz -C /tmp/nvx nvidia nvidia_nvcomp_cu13-*.dist-info \
 #     nvidia_libnvcomp_cu13-*.dist-info
-# and, with benchmarks/results moved aside for the call (54 MB of the tree), carry
+# and, with benchmarks/results moved aside for the call (55 MB of the tree), carry
 # [".whl", ".cache/devcarry"]. Without it the device-reading tests run the host inflater only.
 if [ -f .cache/devcarry/nvcomp.tar.xz ]; then tar xJf .cache/devcarry/nvcomp.tar.xz -C .site; fi
 export PYTHONPATH="$PWD/.site:$PWD" PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
