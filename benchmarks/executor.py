@@ -172,6 +172,7 @@ def gpuexec_executor(mode: str, args):
 
 def main(argv=None) -> int:
     from gpuexec import GPUExecutor, device_reading, inflate
+    from gpuexec.executor import NVCOMP_MISSING
     from gpuexec.kernels.gpu.runtime import SYNC_MODES
     from gpuexec.scheduler.cluster import worker_settings
 
@@ -258,8 +259,6 @@ def main(argv=None) -> int:
     host = machine()
     nvcomp = device_reading.nvcomp_version()
     if nvcomp is None and host["gpus"] and args.gpu_backend != "cpu":  # slower GPU reading
-        from gpuexec.executor import NVCOMP_MISSING
-
         print(f"{NVCOMP_MISSING}; not the shipped GPU configuration", flush=True)
     results = {"machine": host, "events": args.events, "files": len(paths),
                "chunksize": chunksize, "basket_entries": args.basket_entries,
