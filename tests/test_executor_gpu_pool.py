@@ -129,6 +129,16 @@ def test_no_gpu_means_cpu_workers_only_said_once(monkeypatch, capsys):
             .cluster_spec().pools if p.workers] == ["gpu"]
 
 
+def test_no_gpu_and_no_cpu_workers_is_refused_saying_why(monkeypatch):
+    import gpuexec.executor as executor_module
+
+    monkeypatch.setattr(executor_module, "_visible_devices", lambda: ())
+    with pytest.raises(ValueError, match="cpu_workers=0 and no GPU worker"):
+        GPUExecutor(cpu_workers=0).cluster_spec()
+    with pytest.raises(ValueError, match="no GPU visible, or gpu_workers=0"):
+        GPUExecutor(gpu_workers=0, cpu_workers=0).cluster_spec()
+
+
 def test_staged_events_stay_lazy_and_outputs_come_home():
     from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
 

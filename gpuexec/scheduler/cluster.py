@@ -220,6 +220,9 @@ class ClusterSpec:
             split = split_cores(len(gpu_envs), None, helper_threads=gpu_threads,
                                 cpu_threads=max(1, threads_per_worker))
             cpu_workers = split.cpu_workers if gpu_envs else max(1, split.cpu_workers)
+        if not gpu_envs and cpu_workers == 0:  # say why, not only that it is empty
+            raise ValueError("cpu_workers=0 and no GPU worker (no GPU visible, or "
+                             "gpu_workers=0): the cluster would have no workers to run chunks")
         pools = []
         if gpu_envs:
             pools.append(WorkerPool.gpu(gpu_envs, gpu_threads, gpu_slots, gpu_backend,
