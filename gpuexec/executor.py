@@ -1061,7 +1061,12 @@ class GPUExecutor(ExecutorBase):
         if self.client is None:
             from gpuexec.scheduler.cluster import close_shared
 
-            close_shared(self.cluster_spec())
+            try:
+                spec = self.cluster_spec()
+            except ValueError:
+                return  # settings no cluster is built from: none started, and the caller
+                # already has this error (closing from __exit__ must not raise it twice)
+            close_shared(spec)
 
     def __enter__(self) -> "GPUExecutor":
         return self

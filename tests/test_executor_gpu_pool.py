@@ -137,6 +137,11 @@ def test_no_gpu_and_no_cpu_workers_is_refused_saying_why(monkeypatch):
         GPUExecutor(cpu_workers=0).cluster_spec()
     with pytest.raises(ValueError, match="no GPU visible, or gpu_workers=0"):
         GPUExecutor(gpu_workers=0, cpu_workers=0).cluster_spec()
+    # leaving the with block reports the error once, not again from close()
+    with pytest.raises(ValueError, match="cpu_workers=0") as raised:
+        with GPUExecutor(cpu_workers=0) as executor:
+            executor.cluster_spec()
+    assert raised.value.__context__ is None
 
 
 def test_staged_events_stay_lazy_and_outputs_come_home():
