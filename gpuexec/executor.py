@@ -1064,8 +1064,9 @@ class GPUExecutor(ExecutorBase):
             try:
                 spec = self.cluster_spec()
             except ValueError:
-                return  # settings no cluster is built from: none started, and the caller
-                # already has this error (closing from __exit__ must not raise it twice)
+                # settings no cluster is built from: none started, and __exit__'s caller
+                # already holds this error; raising it again would chain a second copy
+                return
             close_shared(spec)
 
     def __enter__(self) -> "GPUExecutor":
