@@ -489,7 +489,7 @@ def test_a_task_bound_around_a_busy_worker_runs_when_its_workers_leave():
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
         gone, other = sorted(client.scheduler_info()["workers"])
         client.retire_workers([gone], close_workers=True)
         future = client.submit(sum, [1, 2], workers=[gone], allow_other_workers=True)
