@@ -23,9 +23,20 @@ def available_cores() -> int:
 _threads = None
 
 
+def _read_thread_env() -> None:
+    """Re-read numba's configuration before its threads start: a Dask nanny sets a
+    worker's NUMBA_NUM_THREADS after numba was imported, and numba's next compile re-reads
+    it and refuses a value other than the one its threads started with."""
+    from numba.np.ufunc import parallel
+
+    if not parallel._is_initialized:
+        numba.core.config.reload_config()
+
+
 def set_num_threads(n: int | None) -> int:
     """Set the CPU engine's thread count (``None``: the cores this process may use)."""
     global _threads
+    _read_thread_env()
     n = available_cores() if n is None else int(n)
     if n < 1:
         raise ValueError(f"thread count must be >= 1, got {n}")
