@@ -10,7 +10,7 @@ seven; on lists of Poisson(2000) it ran at 82.6 % of copy bandwidth, the same so
 
 A run is a lane's loads of one tile: up to ``per_run`` LDG.E.128 close together. For
 each run the count of its loads issued before the first instruction that reads the
-first load's registers is what the gate asserts and benchmarks/sass_load_order.py prints.
+first load's registers is what the gate asserts.
 """
 
 from __future__ import annotations
