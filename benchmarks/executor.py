@@ -99,23 +99,15 @@ def coffea_executor(name: str, cores: int, inflate: str = "auto"):
     from gpuexec import inflate as inflater
 
     if name == "futures":
-        # one process pool for every query, as Dask keeps its cluster: left to coffea, each
-        # Runner call starts (and imports into) a new pool, which took 3 s per query of
-        # 200k events on 2 cores here and a whole device call's share on the H200 host.
-        # The standard library's pool, as coffea's own default: loky's (used here before)
-        # restarts a worker whose memory grew by 300 MB, and on the H200 host at 156k
-        # events per chunk its workers were restarted (and re-imported) mid-run: ADL Q8
-        # took 7.25 s after the other queries instead of 1.8 s. Spawned, not forked: this
-        # process has run Dask clusters' threads.
+        # one spawned standard-library pool for every query, as Dask keeps its cluster
+        # (docs/benchmarks.md#executor: a pool per query costs 3 s per query)
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         pool = ProcessPoolExecutor(max_workers=cores, initializer=_futures_worker,
                                    initargs=(inflate,),
                                    mp_context=multiprocessing.get_context("spawn"))
-        # the pool starts a process per task submitted while none is idle: start all of
-        # them now (on the H200 host, ADL Q1 and Q2 ran at a fifth of their speed while
-        # the rest of the pool was still being spawned after a warm-up of 16 chunks)
+        # every process started now, not during the first query (docs/benchmarks.md#executor)
         list(pool.map(time.sleep, [0.5] * cores))
         try:
             yield processor.FuturesExecutor(pool=pool, workers=cores, status=False)
@@ -333,14 +325,11 @@ def main(argv=None) -> int:
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "gpu_sync": args.gpu_sync,
                "merge_on": args.merge_on or GPUExecutor.merge_on,
                "inflate": library, "nvcomp": nvcomp,
-               # of every Dask cluster here: GPUExecutor's and coffea's DaskExecutor's
+               # of every Dask cluster of the run: GPUExecutor's and coffea's DaskExecutor's
                "dask_settings": dask_worker_settings(), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
-        # runs before these settings existed (nvCOMP's presence unrecorded: never merged)
-        before = {"files": 1, "inflate": "zlib", "basket_entries": 100_000,
-                  "nvcomp": "unrecorded"}
-        same = all(earlier.get(k, before.get(k)) == results[k]
+        same = all(earlier.get(k, "unrecorded") == results[k]
                    for k in ("events", "files", "chunksize", "cores", "inflate",
                              "basket_entries", "nvcomp"))
         if not same or earlier["machine"].get("gpus") != results["machine"]["gpus"]:
@@ -414,11 +403,8 @@ def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
     per worker thread, as a run on files new to the cluster does."""
     if name not in ("dask", "futures"):
         ex.close_files()
-    # the cores busy just before: every executor stays open through a run, and the idle
-    # ones' clusters (heartbeats, monitors, Dask's profiler) load the host while another
-    # runs (2-4 of the H200 host's 16 cores with five executors open and Dask's own timer
-    # intervals, 0.4-2.7, mostly below 1.5, with cluster.HOUSEKEEPING's; a wait for the
-    # host to fall quiet timed out at 3 s before every run)
+    # the cores busy just before: idle executors' clusters load the host while another runs
+    # (docs/benchmarks.md#executor)
     busy = round(busy_cores(0.1), 2)
     cpu_before = process_cpu_seconds()
     seconds, out = run_query(ex, number, paths, chunksize)

@@ -1,4 +1,4 @@
-"""The paper's kernel benchmark on the GPU (issue 4): the twelve Figure-2 kernels plus carry,
+"""The paper's kernel benchmark on the GPU: the twelve Figure-2 kernels plus carry,
 argsort and combinations (n = 2, 3), side by side in one run on one machine.
 
 Per kernel, at three cache-sized inputs (the host's L1d, L2 and twice its L3, as in

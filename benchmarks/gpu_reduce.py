@@ -231,8 +231,7 @@ def main() -> int:
     tuning = []
     variants = () if args.no_tuning else (("fused", "min_blocks=2"), ("fused", "prefetch_tiles=4"),
                                           ("fused", "item_bytes=128"), ("split", "item_bytes=128"))
-    # the hybrid kernel's block and launch bound (the table: 12 blocks of 128); 128-byte
-    # tiles were slower (74 % vs 77 % on mixed-length sums in the first H200 run)
+    # the hybrid kernel's block and launch bound against the table's (12 blocks of 128)
     variants += (("hybrid", "hybrid:block=256,min_blocks=5"), ("hybrid", "hybrid:min_blocks=12"),
                  ("hybrid", "hybrid:block=64,min_blocks=20"))
     for strategy, launch in variants:
