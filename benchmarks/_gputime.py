@@ -4,8 +4,8 @@
 divides: the host work of issuing one call (Python, the launch itself: 10-80 us for
 our launchers, ~1 ms for awkward's) overlaps the previous call's kernels, so a kernel
 that runs longer than its issue cost is timed as the device sees it. One call between
-two events (what these scripts did before 2026-11-29) also counts the issue cost of
-that call, which made 0.3 ms kernels look up to 25% slower."""
+two events would also count the issue cost of that call, which makes 0.3 ms kernels look
+up to 25% slower (docs/benchmarks.md#timing)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import numpy as np
 def awkward_cuda_extras() -> str | None:
     """Import numba-cuda-mlir (what awkward's "cuda" argmin/argmax/prod/count_nonzero and
     combinations need) first, in the main thread, when it is installed; its version or
-    None. On the H200 image (which has torch) awkward importing it later left torch
-    partially initialised ("partially initialized module 'torch' has no attribute
-    'library'") and every such awkward call failed; imported first it worked."""
+    None. Where torch is installed, awkward importing it later leaves torch partially
+    initialised ("partially initialized module 'torch' has no attribute 'library'") and
+    every such awkward call fails; imported first it works."""
     try:
         try:
             import torch  # noqa: F401 - numba-cuda-mlir reaches it where it is installed
@@ -99,14 +99,12 @@ def interleaved_time(cp, fns: dict, reps: int = 10, warmup: int = 2, inner: int 
     """``event_time`` of several calls measured in turns (of one call: ``event_time``):
     each of ``reps`` rounds times one batch of every call, starting one place later each
     round, and each call's median batch is its time. The variants of one comparison then
-    see the same clocks and neighbours; one after the other, the first one timed was up to
-    3 points of copy bandwidth slower than the same kernel timed later in the run (H200,
-    tenth session). Each batch follows one untimed call of its own function (``lead_in``):
-    in a fixed rotation a call always follows the same neighbour (the likely cost: the
-    one after the device copy starts its batch with the copy's dirty lines in L2 to write
-    back). Without it, "split" (always after the copy in gpu_reduce.py) measured 0.2-1.2
-    points of copy bandwidth below "fused" in all ten Poisson(5) cells of two runs while
-    both ran the same kernel (twelfth and thirteenth sessions)."""
+    see the same clocks and neighbours (timed one after the other, the first one timed
+    ran up to 3 points of copy bandwidth slower on the H200). Each batch follows one
+    untimed call of its own function (``lead_in``): in a fixed rotation a call always
+    follows the same neighbour, and the one after the device copy starts with the copy's
+    dirty lines in L2 (0.2-1.2 points of copy bandwidth lost on the H200;
+    docs/benchmarks.md#timing)."""
     names = list(fns)
     for name in names:
         for _ in range(warmup):

@@ -3,9 +3,12 @@ device-resident array of 1K lists returning a device ``ak.Array`` (median of 100
 calls), beside the bare kernel call, the median time of each stage of the call taken
 alone (``stages_us``), and a profile of where the rest of the time goes.
 ``--backend cpu`` times the same stages on the host engine (the Python around the
-kernel is the same code).
+kernel is the same code). Without a GPU, ``--backend cuda`` says so and exits 0.
 
     python benchmarks/call_floor.py [--calls 1000] [--json out.json] [--backend cuda]
+
+Prints the stages and writes benchmarks/results/call_floor_<machine>_<date>.json with the
+command, commit and machine. ``--smoke``: the CPU engine, 20 calls (seconds).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pstats
 import awkward as ak
 import numpy as np
 
+import _common
 import gpuexec.kernels as gk
 from _gputime import wall_median
 
@@ -103,9 +107,17 @@ def _launch_parts(backend, kernel, offsets, values):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--json")
+    parser.add_argument("--json", help="output (default: benchmarks/results/"
+                        "call_floor_<machine>_<date>.json)")
     parser.add_argument("--backend", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--smoke", action="store_true",
+                        help="the CPU engine, 20 calls: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.backend, args.calls = "cpu", min(args.calls, 20)
+    if args.backend == "cuda" and _common.no_gpu():
+        print(f"call_floor: {_common.no_gpu()}; nothing measured")
+        return 0
 
     rng = np.random.default_rng(1)
     counts = rng.poisson(5, 1000)
@@ -157,10 +169,12 @@ def main():
             print(f"{k:>24}: {v}")
     for k, v in result["stages_us"].items():
         print(f"{k:>32}: {v:7.2f} us")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    out = args.json or _common.default_out("call_floor", args.smoke)
+    with open(out, "w") as f:
+        json.dump(_common.stamp(result), f, indent=1)
+    print(f"wrote {out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

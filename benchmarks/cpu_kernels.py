@@ -19,7 +19,11 @@ that interleave the three contenders; ratios use the median of the repeats (each
 repeat times enough calls to last >= 2 ms; the minimum is kept in the JSON too, with
 the load average, since a busy machine hurts the all-cores runs most).
 
-    python benchmarks/cpu_kernels.py [--quick] [--out benchmarks/results/cpu_kernels.json]
+    python benchmarks/cpu_kernels.py [--quick | --smoke] [--out FILE.json]
+
+Prints a table and writes benchmarks/results/cpu_kernels_<machine>_<date>.json with the
+command, commit and machine. ``--smoke``: one tiny size, one repeat (seconds; checks the
+script runs, measures nothing worth keeping).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import gpuexec.kernels as gk  # noqa: E402
+import _common  # noqa: E402  (benchmarks/, the script's folder)
 
 BYTES_PER_ELEMENT = 8 + 3 * 8 / 5  # values + (offsets, output, mask) per list of 5
 GEOMEAN_MIN_ELEMENTS = 1_000_000
@@ -102,7 +107,9 @@ def machine() -> dict:
     }
 
 
-def sizes_for(caches: dict, quick: bool) -> list[tuple[str, int]]:
+def sizes_for(caches: dict, quick: bool, smoke: bool = False) -> list[tuple[str, int]]:
+    if smoke:
+        return [("smoke", 5_000)]
     l1 = caches.get("L1d", 32 * 1024)
     l2 = caches.get("L2", 1024 * 1024)
     l3 = caches.get("L3", 32 * 1024 * 1024)
@@ -221,10 +228,15 @@ def geomean(values) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two small sizes, few repeats")
+    parser.add_argument("--smoke", action="store_true",
+                        help="one tiny size, one repeat: checks the script runs")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--only", default=None, help="comma-separated kernel names")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cpu_kernels.json"))
+    parser.add_argument("--out", default=None,
+                        help="JSON (default: benchmarks/results/cpu_kernels_<machine>_<date>.json)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.repeats = args.repeats or 1
 
     info = machine()
     cores = info["usable_cores"]
@@ -233,7 +245,7 @@ def main(argv=None) -> int:
     print(f"# python {info['python']}, numpy {info['numpy']}, awkward {info['awkward']} "
           f"(awkward-cpp {info['awkward_cpp']}), numba {info['numba']}; "
           f"load average {info['load_average_at_start']}")
-    sizes = sizes_for(info["caches_per_core"], args.quick)
+    sizes = sizes_for(info["caches_per_core"], args.quick, args.smoke)
     print("# sizes: " + ", ".join(f"{label}={n:,}" for label, n in sizes))
     only = set(args.only.split(",")) if args.only else None
 
@@ -299,16 +311,16 @@ def main(argv=None) -> int:
     print(f"# targets at >=1M: 1 thread <= {TARGETS['one_thread']}, all cores <= "
           f"{TARGETS['all_cores']}")
 
-    out = Path(args.out)
+    out = Path(args.out or _common.default_out("cpu_kernels", args.smoke))
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    out.write_text(json.dumps(_common.stamp({
         "benchmark": "cpu_kernels",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": info, "load_average_at_end": os.getloadavg(), "sizes": dict(sizes),
         "rows": rows, "summary": summary,
-        "notes": notes}, indent=1))
+        "notes": notes}), indent=1))
     print(f"# wrote {out}")
-    return 0
+    return 1 if any(n.startswith("failed") for n in notes) else 0
 
 
 if __name__ == "__main__":

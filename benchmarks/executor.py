@@ -8,9 +8,8 @@ run with the GPU pool only, and with CPU workers on every core).
     python benchmarks/executor.py --events 200000 --gpu-backend cpu --gpu-workers 1 --cores 2
 
 The input is generated inside the run (examples/make_sample.py, zlib:1, baskets of
-10,000 entries as a real NanoAOD file's; runs before the twenty-fifth session used
-100,000, ``--basket-entries 100000``). Prints a
-table and writes benchmarks/results/executor.json with the machine named. Each
+10,000 entries as a real NanoAOD file's). Prints a table and writes
+benchmarks/results/executor_<machine>_<date>.json with the command, commit and machine. Each
 executor (and its cluster) is started once for all the queries; each timed run follows
 a warm-up over one chunk per core. ``--queries 1,2,3,4`` then ``--queries 5,6,7,8
 --previous <first JSON>`` splits the run over two device calls (same seed, same file);
@@ -19,6 +18,11 @@ is spent is recorded as not run: coffea's FuturesExecutor once took a whole call
 ``--queries 8,8r`` also times Q8's columns read and nothing computed: the reading floor
 under Q8's time on each executor. The JSON is written after each query (each round with
 ``--alternate``), so a run stopped by ``timeout`` or Ctrl-C keeps what it measured.
+
+GPUExecutor is built as a user builds it (``executor_settings``): per-run fields on
+``GPUExecutor``, workers on ``gpuexec.GPUCluster``, tuning in Dask's configuration
+(``gpuexec.*``). ``--smoke``: 20,000 events, two queries, a CPU-backed GPU pool
+(seconds). ``--settings-only`` prints each executor's settings and exits.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ import contextlib
 import io
 import json
 import os
-import platform
 import signal
 import sys
 import tempfile
@@ -39,17 +42,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import _common  # noqa: E402  (benchmarks/, the script's folder)
 
-def machine() -> dict:
-    from gpuexec.scheduler.calibration import cpu_model
+# GPUExecutor's own per-run fields; other NAME=VALUE settings are GPUCluster parameters,
+# and dotted or hyphenated names keys of Dask's configuration under "gpuexec."
+EXECUTOR_FIELDS = ("gpu_backend", "retries", "merge_on", "treereduction", "allowed_failures",
+                   "priority", "calibration")
+
+
+def gpu_devices() -> list[str]:
     from gpuexec.scheduler.devices import discover
 
-    return {"host": platform.node(), "cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),
-            "gpus": [d.describe() for d in discover()], "python": platform.python_version()}
+    return [d.describe().split(", pinned by")[0] for d in discover()]
 
 
 def run_query(executor, number: int | str, paths: list[str], chunksize: int,
               maxchunks: int | None = None) -> tuple[float, dict]:
+    import dask
     from coffea import processor
     from coffea.nanoevents import NanoAODSchema
 
@@ -57,9 +66,11 @@ def run_query(executor, number: int | str, paths: list[str], chunksize: int,
 
     runner = processor.Runner(executor=executor, chunksize=chunksize, schema=NanoAODSchema,
                               metadata_cache={}, maxchunks=maxchunks)
-    start = time.perf_counter()
-    out = runner({"adl": list(paths)}, make(number), treename="Events")
-    return time.perf_counter() - start, out
+    # each executor's own tuning, also while several are open at once (--alternate)
+    with dask.config.set(getattr(executor, "bench_tuning", {})):
+        start = time.perf_counter()
+        out = runner({"adl": list(paths)}, make(number), treename="Events")
+        return time.perf_counter() - start, out
 
 
 def busy_cores(window: float) -> float:
@@ -88,23 +99,15 @@ def coffea_executor(name: str, cores: int, inflate: str = "auto"):
     from gpuexec import inflate as inflater
 
     if name == "futures":
-        # one process pool for every query, as Dask keeps its cluster: left to coffea, each
-        # Runner call starts (and imports into) a new pool, which took 3 s per query of
-        # 200k events on 2 cores here and a whole device call's share on the H200 host.
-        # The standard library's pool, as coffea's own default: loky's (used here before)
-        # restarts a worker whose memory grew by 300 MB, and on the H200 host at 156k
-        # events per chunk its workers were restarted (and re-imported) mid-run: ADL Q8
-        # took 7.25 s after the other queries instead of 1.8 s. Spawned, not forked: this
-        # process has run Dask clusters' threads.
+        # one spawned standard-library pool for every query, as Dask keeps its cluster
+        # (docs/benchmarks.md#executor: a pool per query costs 3 s per query)
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         pool = ProcessPoolExecutor(max_workers=cores, initializer=_futures_worker,
                                    initargs=(inflate,),
                                    mp_context=multiprocessing.get_context("spawn"))
-        # the pool starts a process per task submitted while none is idle: start all of
-        # them now (on the H200 host, ADL Q1 and Q2 ran at a fifth of their speed while
-        # the rest of the pool was still being spawned after a warm-up of 16 chunks)
+        # every process started now, not during the first query (docs/benchmarks.md#executor)
         list(pool.map(time.sleep, [0.5] * cores))
         try:
             yield processor.FuturesExecutor(pool=pool, workers=cores, status=False)
@@ -114,16 +117,21 @@ def coffea_executor(name: str, cores: int, inflate: str = "auto"):
     import dask
     from distributed import Client, LocalCluster
 
-    from gpuexec.scheduler.cluster import worker_settings
-
     # the Dask settings of GPUExecutor's cluster (no MALLOC_TRIM_THRESHOLD_, Dask's timers
     # and profiler slowed): the same tuning for both, and an idle coffea cluster costs the
     # host while another executor runs what an idle GPUExecutor cluster does
-    with dask.config.set(worker_settings()), \
+    with dask.config.set(dask_worker_settings()), \
             LocalCluster(n_workers=cores, threads_per_worker=1, dashboard_address=None,
                          processes=True) as cluster, Client(cluster) as client:
         client.run(inflater.use, inflate)
         yield processor.DaskExecutor(client=client, status=False)
+
+
+def dask_worker_settings() -> dict:
+    """The Dask settings GPUCluster starts its workers with (gpuexec.worker.*)."""
+    from gpuexec.gpu_cluster import worker_settings
+
+    return worker_settings()
 
 
 def _futures_worker(inflate: str) -> None:
@@ -138,43 +146,66 @@ def _futures_worker(inflate: str) -> None:
     inflater.use(inflate)
 
 
-def gpuexec_executor(mode: str, args):
-    from gpuexec import GPUExecutor
-
-    common = dict(gpu_backend=args.gpu_backend, gpu_threads=args.gpu_threads,
-                  dashboard_address="127.0.0.1:0", status=False, inflate=args.inflate)
-    if args.gpu_merge is not None:
-        common["gpu_merge"] = args.gpu_merge
-    if args.gpu_share is not None:
-        common["gpu_share"] = args.gpu_share
-    if args.merge_on is not None:
-        common["merge_on"] = args.merge_on
-    if args.gpu_sync is not None:
-        common["gpu_sync"] = args.gpu_sync
-    if mode.startswith("placement:"):
-        # A/B of settings in one run: placement:gpu_merge=8, or several joined by "/"
-        # (placement:gpu_merge=7/nvcomp_wait=0.3); the variant's settings win, gpu_workers too
-        common.setdefault("gpu_workers", args.gpu_workers)
-        for setting in mode.partition(":")[2].split("/"):
-            name, _, value = setting.partition("=")
-            common[name] = ast.literal_eval(value)
-        return GPUExecutor(**common)
-    if mode == "placement":
-        return GPUExecutor(gpu_workers=args.gpu_workers, **common)
+def executor_settings(mode: str, args) -> dict:
+    """The settings GPUExecutor mode ``mode`` is built with: ``{"executor": GPUExecutor's
+    fields, "cluster": GPUCluster's parameters, "tuning": Dask configuration keys}``.
+    ``placement:NAME=VALUE`` (several joined by "/") sets one setting on top, where its
+    name belongs; the variant's value wins, ``gpu_workers`` included."""
+    executor = {"status": False}
+    cluster = {"dashboard_address": "127.0.0.1:0"}
+    tuning = {"gpuexec.reading.inflate": args.inflate}
+    for name, value in (("gpu_backend", args.gpu_backend), ("merge_on", args.merge_on)):
+        if value is not None:
+            executor[name] = value
+    for name, value in (("gpu_threads", args.gpu_threads), ("gpu_share", args.gpu_share),
+                        ("gpu_backend", args.gpu_backend)):
+        if value is not None:
+            cluster[name] = value
+    for key, value in (("placement.gpu-merge", args.gpu_merge), ("gpu.sync", args.gpu_sync)):
+        if value is not None:
+            tuning[f"gpuexec.{key}"] = value
+    cluster["gpu_workers"] = args.gpu_workers
     if mode == "placement-backups":  # copies of straggling tasks
-        return GPUExecutor(gpu_workers=args.gpu_workers, backups=0.5, **common)
-    if mode == "placement-nobackup":  # without them (the default since their A/B)
-        return GPUExecutor(gpu_workers=args.gpu_workers, backups=None, **common)
-    if mode == "all-gpu":
-        return GPUExecutor(gpu_workers=args.gpu_workers, cpu_workers=0, **common)
-    return GPUExecutor(gpu_workers=0, **common)  # all-cpu: CPU workers on every core
+        tuning["gpuexec.placement.backups"] = 0.5
+    elif mode == "placement-nobackup":
+        tuning["gpuexec.placement.backups"] = None
+    elif mode == "all-gpu":
+        cluster["cpu_workers"] = 0
+    elif mode == "all-cpu":  # CPU workers on every core
+        cluster["gpu_workers"] = 0
+    elif mode.startswith("placement:"):
+        for setting in mode.partition(":")[2].split("/"):
+            name, _, text = setting.partition("=")
+            value = ast.literal_eval(text)
+            if name in EXECUTOR_FIELDS:
+                executor[name] = value
+            elif "." in name or "-" in name:
+                tuning[name if name.startswith("gpuexec.") else f"gpuexec.{name}"] = value
+            else:
+                cluster[name] = value
+    if cluster["gpu_workers"] is None:
+        del cluster["gpu_workers"]
+    return {"executor": executor, "cluster": cluster, "tuning": tuning}
 
 
-def main(argv=None) -> int:
-    from gpuexec import GPUExecutor, device_reading, inflate
-    from gpuexec.executor import NVCOMP_MISSING
+@contextlib.contextmanager
+def gpuexec_executor(mode: str, args):
+    """GPUExecutor on its own GPUCluster, built from ``executor_settings``; the tuning is
+    set while the cluster starts and again around each run (``run_query``)."""
+    import dask
+
+    from gpuexec import GPUCluster, GPUExecutor
+
+    settings = executor_settings(mode, args)
+    with dask.config.set(settings["tuning"]), GPUCluster(**settings["cluster"]) as cluster, \
+            GPUExecutor(client=cluster, **settings["executor"]) as ex:
+        ex.bench_tuning, ex.bench_cluster = settings["tuning"], cluster
+        yield ex
+
+
+def parse(argv=None) -> argparse.Namespace:
+    from gpuexec import inflate
     from gpuexec.kernels.gpu.runtime import SYNC_MODES
-    from gpuexec.scheduler.cluster import worker_settings
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=5_000_000)
@@ -188,20 +219,22 @@ def main(argv=None) -> int:
     parser.add_argument("--gpu-workers", type=int, default=None)
     parser.add_argument("--gpu-threads", type=int, default=None)
     parser.add_argument("--gpu-share", default=None, choices=("auto", "mps", "none"),
-                        help="how GPU workers share a device (GPUExecutor's gpu_share)")
+                        help="how GPU workers share a device (GPUCluster's gpu_share)")
     parser.add_argument("--gpu-merge", type=int, default=None,
-                        help="adjacent chunks merged into one GPU task, at most (GPUExecutor's "
-                             "default when not given)")
+                        help="adjacent chunks merged into one GPU task, at most "
+                             "(gpuexec.placement.gpu-merge; its default when not given)")
     parser.add_argument("--gpu-sync", default=None, choices=SYNC_MODES,
-                        help="how GPU workers wait for their device (GPUExecutor's gpu_sync; "
+                        help="how GPU workers wait for their device (gpuexec.gpu.sync; "
                              "one cluster per value, so compare values in separate runs, "
                              "each beside futures)")
     parser.add_argument("--merge-on", default=None, choices=("client", "cluster"),
                         help="where GPUExecutor merges outputs (default: its own)")
-    parser.add_argument("--executors", default="placement,dask,all-cpu,all-gpu,futures",
-                        help="also placement-backups / placement-nobackup: "
-                             "GPUExecutor(backups=0.5 / None); placement:NAME=VALUE: "
-                             "GPUExecutor(NAME=VALUE), e.g. placement:gpu_merge=8")
+    parser.add_argument("--executors", default=None,
+                        help="default placement,dask,all-cpu,all-gpu,futures; also "
+                             "placement-backups / placement-nobackup (gpuexec.placement."
+                             "backups 0.5 / None); placement:NAME=VALUE sets a GPUExecutor "
+                             "field, a GPUCluster parameter or (a dotted name) a gpuexec.* "
+                             "key, e.g. placement:placement.gpu-merge=8/gpu_workers=3")
     parser.add_argument("--repeat", type=int, default=1,
                         help="timed runs per query and executor; the median one is kept")
     parser.add_argument("--alternate", action="store_true",
@@ -214,20 +247,45 @@ def main(argv=None) -> int:
                         help="generate the events as this many files of equal size, written "
                              "side by side (a dataset of several files, as a real one is)")
     parser.add_argument("--basket-entries", type=int, default=10_000,
-                        help="entries per basket of the generated files: 10000 (default), a "
-                             "real NanoAOD file's layout (examples/make_sample.py); 100000 "
-                             "the files of the runs before the twenty-fifth session")
+                        help="entries per basket of the generated files (default: 10000, a "
+                             "real NanoAOD file's layout; examples/make_sample.py)")
     parser.add_argument("--file", default=None,
                         help="reuse these samples (comma-separated) instead of generating")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "executor.json"))
+    parser.add_argument("--out", default=None,
+                        help="JSON (default: benchmarks/results/executor_<machine>_<date>.json)")
     parser.add_argument("--executor-budget", type=float, default=None, metavar="SECONDS",
                         help="wall time per executor; queries left when it is spent are "
                              "recorded as not run (one slow executor no longer starves the "
                              "others of a device call's time)")
     parser.add_argument("--previous", default=None,
                         help="JSON of an earlier run (other queries, same machine and input) "
-                             "to merge: device time comes in 30-minute sessions")
+                             "to merge: a run split over time-limited calls of a GPU host")
+    parser.add_argument("--smoke", action="store_true",
+                        help="20,000 events, Q1 and Q8, a CPU-backed GPU pool on 2 cores, "
+                             "GPUExecutor and Dask: checks the script runs")
+    parser.add_argument("--settings-only", action="store_true",
+                        help="print each GPUExecutor mode's settings as JSON and exit")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.events, args.queries = min(args.events, 20_000), "1,8"
+        args.gpu_backend, args.gpu_workers = args.gpu_backend or "cpu", args.gpu_workers or 1
+        args.cores = min(args.cores, 2)
+        args.executors = args.executors or "placement,dask"
+    args.executors = args.executors or "placement,dask,all-cpu,all-gpu,futures"
+    args.out = args.out or _common.default_out("executor", args.smoke)
+    return args
+
+
+def main(argv=None) -> int:
+    from gpuexec import GPUExecutor, device_reading, inflate
+    from gpuexec.executor import NVCOMP_MISSING
+
+    args = parse(argv)
+    if args.settings_only:
+        print(json.dumps({name: executor_settings(name, args)
+                          for name in args.executors.split(",")
+                          if name not in ("dask", "futures")}, indent=1))
+        return 0
     # `timeout` (how a device call bounds a run) sends SIGTERM: unwind as on Ctrl-C, so
     # the clusters close and what was measured is saved
     signal.signal(signal.SIGTERM, _interrupted)
@@ -256,7 +314,7 @@ def main(argv=None) -> int:
         print(f"inflate: {library} (python-isal {why}): every executor inflates zlib baskets "
               "slower than with gpuexec's dependencies; not the shipped configuration",
               flush=True)
-    host = machine()
+    host = {"gpus": gpu_devices()}
     nvcomp = device_reading.nvcomp_version()
     if nvcomp is None and host["gpus"] and args.gpu_backend != "cpu":  # slower GPU reading
         print(f"{NVCOMP_MISSING}; not the shipped GPU configuration", flush=True)
@@ -267,14 +325,11 @@ def main(argv=None) -> int:
                "gpu_merge": args.gpu_merge, "gpu_share": args.gpu_share, "gpu_sync": args.gpu_sync,
                "merge_on": args.merge_on or GPUExecutor.merge_on,
                "inflate": library, "nvcomp": nvcomp,
-               # of every Dask cluster here: GPUExecutor's and coffea's DaskExecutor's
-               "dask_settings": worker_settings(), "queries": {}}
+               # of every Dask cluster of the run: GPUExecutor's and coffea's DaskExecutor's
+               "dask_settings": dask_worker_settings(), "queries": {}}
     if args.previous:  # queries measured by an earlier run on the same machine and input
         earlier = json.loads(Path(args.previous).read_text())
-        # runs before these settings existed (nvCOMP's presence unrecorded: never merged)
-        before = {"files": 1, "inflate": "zlib", "basket_entries": 100_000,
-                  "nvcomp": "unrecorded"}
-        same = all(earlier.get(k, before.get(k)) == results[k]
+        same = all(earlier.get(k, "unrecorded") == results[k]
                    for k in ("events", "files", "chunksize", "cores", "inflate",
                              "basket_entries", "nvcomp"))
         if not same or earlier["machine"].get("gpus") != results["machine"]["gpus"]:
@@ -333,8 +388,12 @@ def warm_chunks(name: str, ex, args) -> int:
     pays its own first use: imports, numba and kernel caches)."""
     warm = args.cores
     if name not in ("dask", "futures"):
-        warm += sum(p.workers * p.threads * ex.gpu_merge
-                    for p in ex.cluster_spec().pools if p.is_gpu)
+        import dask
+
+        with dask.config.set(ex.bench_tuning):
+            merge = dask.config.get("gpuexec.placement.gpu-merge")
+        warm += sum(p.workers * p.threads * merge
+                    for p in ex.bench_cluster.spec.pools if p.is_gpu)
     return warm
 
 
@@ -344,11 +403,8 @@ def timed_run(name: str, ex, number: int | str, paths, chunksize: int) -> dict:
     per worker thread, as a run on files new to the cluster does."""
     if name not in ("dask", "futures"):
         ex.close_files()
-    # the cores busy just before: every executor stays open through a run, and the idle
-    # ones' clusters (heartbeats, monitors, Dask's profiler) load the host while another
-    # runs (2-4 of the H200 host's 16 cores with five executors open and Dask's own timer
-    # intervals, 0.4-2.7, mostly below 1.5, with cluster.HOUSEKEEPING's; a wait for the
-    # host to fall quiet timed out at 3 s before every run)
+    # the cores busy just before: idle executors' clusters load the host while another runs
+    # (docs/benchmarks.md#executor)
     busy = round(busy_cores(0.1), 2)
     cpu_before = process_cpu_seconds()
     seconds, out = run_query(ex, number, paths, chunksize)
@@ -455,7 +511,7 @@ def generate(folder: str, events: int, files: int,
 
 def save(path: str, results: dict) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(results, indent=1, default=str))
+    Path(path).write_text(json.dumps(_common.stamp(dict(results)), indent=1, default=str))
 
 
 def print_row(name: str, row: dict) -> None:
@@ -476,8 +532,7 @@ def print_row(name: str, row: dict) -> None:
                   f"({100 * t['read'] / total:.0f}%), transfer {t['transfer']:.2f} s "
                   f"({100 * t['transfer'] / total:.0f}%), compute {t['compute']:.2f} s "
                   f"({100 * t['compute'] / total:.0f}%)")
-    # with and without copies of stragglers: the eighteenth session's runs called them
-    # "placement" (then copying by default) and "placement-nobackup"
+    # with and without copies of stragglers
     on_name = "placement-backups" if "placement-backups" in ran else "placement"
     off_name = "placement-nobackup" if "placement-nobackup" in ran else "placement"
     if on_name != off_name and on_name in ran and off_name in ran:

@@ -16,7 +16,8 @@ Runs are repeated and interleaved (the order alternates every repeat), progress 
 off for both. The ratio to DaskExecutor is the median over repeats of the ratio of the
 two back-to-back runs of that repeat (robust to the load drifts of a shared machine);
 the ratio of the minima is given as well. Prints a table and writes
-benchmarks/results/executor_overhead.json.
+benchmarks/results/executor_overhead_<machine>_<date>.json with the command, commit and
+machine. ``--smoke``: 20 chunks, one repeat (seconds; checks the script runs).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -34,6 +34,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # for examples.make_sample
 
+import _common  # noqa: E402  (benchmarks/, the script's folder)
 
 from coffea.processor import ProcessorABC  # noqa: E402
 
@@ -52,22 +53,13 @@ def one(_item):
     return {"n": 1}
 
 
-def machine() -> dict:
+def versions() -> dict:
     import coffea
     import dask
     import distributed
 
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        cpu = platform.processor()
-    return {
-        "host": platform.node(), "cpu": cpu, "cores": os.cpu_count(),
-        "load_average_at_start": os.getloadavg(),
-        "python": platform.python_version(), "coffea": coffea.__version__,
-        "dask": dask.__version__, "distributed": distributed.__version__,
-    }
+    return {"load_average_at_start": os.getloadavg(), "coffea": coffea.__version__,
+            "dask": dask.__version__, "distributed": distributed.__version__}
 
 
 def main(argv=None) -> int:
@@ -75,8 +67,14 @@ def main(argv=None) -> int:
     parser.add_argument("--chunks", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "executor_overhead.json"))
+    parser.add_argument("--smoke", action="store_true",
+                        help="20 chunks, one repeat: checks the script runs")
+    parser.add_argument("--out", default=None, help="JSON (default: benchmarks/results/"
+                        "executor_overhead_<machine>_<date>.json)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.chunks, args.repeats = min(args.chunks, 20), 1
+    info = versions()
 
     from coffea.nanoevents import NanoAODSchema
     from coffea.processor import DaskExecutor, IterativeExecutor, Runner
@@ -150,16 +148,17 @@ def main(argv=None) -> int:
               f"{row['per_chunk_ms']:9.2f} {row['min_s']:7.2f} "
               f"{row['paired_ratio_median']:24.3f} {row['min_ratio_to_dask']:10.3f}")
     result = {
-        "benchmark": "executor_overhead", "machine": machine(),
+        "benchmark": "executor_overhead", "machine": info,
         "setup": {"chunks": args.chunks, "entries_per_chunk": 1, "workers": args.workers,
                   "threads_per_worker": 1, "repeats": args.repeats, "status": False,
                   "processor": "EmptyProcessor (returns {})", "schema": "NanoAODSchema"},
         "rows": rows,
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {args.out}")
+    out = args.out or _common.default_out("executor_overhead", args.smoke)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(_common.stamp(result), f, indent=1)
+    print(f"wrote {out}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The paper's kernel benchmark on the GPU (issue 4): the twelve Figure-2 kernels plus carry,
+"""The paper's kernel benchmark on the GPU: the twelve Figure-2 kernels plus carry,
 argsort and combinations (n = 2, 3), side by side in one run on one machine.
 
 Per kernel, at three cache-sized inputs (the host's L1d, L2 and twice its L3, as in
@@ -22,8 +22,12 @@ interpolated log-log between measured sizes), JSON and a PNG of the e2e GPU/CPU 
 at 1M and at 100M beside the paper's Figure 1. Slow host contenders are capped (see
 CPU_CAP) and a wall-clock budget skips what does not fit, with a note (never faked).
 
-    python benchmarks/gpu_kernels.py [--out benchmarks/results/gpu_kernels.json]
-        [--plot benchmarks/results/gpu_kernels_speedup.png] [--budget 300] [--quick]
+    python benchmarks/gpu_kernels.py [--out FILE.json] [--plot FILE.png] [--budget 300]
+        [--quick | --smoke]
+
+Writes benchmarks/results/gpu_kernels_<machine>_<date>.{json,png}, the JSON with the
+command, commit and machine. ``--smoke``: small sizes, a 60 s budget. Without a GPU it
+says so and exits 0.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import _common  # noqa: E402  (benchmarks/, the script's folder)
 from benchmarks.cpu_kernels import _sysfs_caches  # noqa: E402
 
 #: the paper's Figure 1 (2x MI210 vs 128 EPYC 7763 cores, large input, PCIe copy included)
@@ -341,17 +346,24 @@ def crossover(sizes, gpu, cpu):
 # -- main ------------------------------------------------------------------------------------
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu_kernels.json"))
-    ap.add_argument("--plot", default=str(ROOT / "benchmarks" / "results" / "gpu_kernels_speedup.png"))
+    ap.add_argument("--out", default=None,
+                    help="JSON (default: benchmarks/results/gpu_kernels_<machine>_<date>.json)")
+    ap.add_argument("--plot", default=None, help="PNG (default: the JSON's name, .png)")
     ap.add_argument("--budget", type=float, default=300.0, help="wall-clock seconds")
     ap.add_argument("--large", type=int, default=100_000_000)
-    ap.add_argument("--quick", action="store_true", help="small sizes only (smoke test)")
+    ap.add_argument("--quick", action="store_true", help="small sizes only")
+    ap.add_argument("--smoke", action="store_true",
+                    help="small sizes, a 60 s budget: checks the script runs")
     ap.add_argument("--only", default=None)
     ap.add_argument("--resummarize", metavar="JSON",
                     help="recompute the summary, table and plot of an earlier run's JSON")
     ap.add_argument("--warm-cpu", action="store_true",
                     help="only compile the CPU engine's kernels (numba cache) and exit")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.quick, args.budget = True, min(args.budget, 60.0)
+    args.out = args.out or _common.default_out("gpu_kernels", args.smoke)
+    args.plot = args.plot or str(Path(args.out).with_suffix(".png"))
     if args.warm_cpu:
         return warm_cpu()
     if args.resummarize:
@@ -360,6 +372,9 @@ def main(argv=None) -> int:
         summarize(result, names, result["default_strategy"])
         plot(result, args.plot)
         Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+        return 0
+    if _common.no_gpu():
+        print(f"gpu_kernels: {_common.no_gpu()}; nothing measured")
         return 0
     deadline = time.monotonic() + args.budget
 
@@ -380,7 +395,7 @@ def main(argv=None) -> int:
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "numba_cuda_mlir": NUMBA_CUDA_MLIR,
               "machine": {"gpu": dev.name, "arch": dev.arch, "wave": dev.wave,
-                          "sms": dev.cu_count, "host": platform.node(), "host_cores": cores,
+                          "sms": dev.cu_count, "host_cores": cores,
                           "host_caches": caches, "cpu": platform.processor(),
                           "cupy": cp.__version__, "awkward": ak.__version__,
                           "compiler": default.runtime.compiler},
@@ -394,7 +409,7 @@ def main(argv=None) -> int:
 
     def save():
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=1, default=str))
+        Path(args.out).write_text(json.dumps(_common.stamp(dict(result)), indent=1, default=str))
 
     # copy bandwidth (device, read + write) and host->device / device->host (pinned)
     src = cp.random.random_sample(min(args.large, 100_000_000) // (10 if args.quick else 1))

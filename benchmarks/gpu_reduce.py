@@ -14,7 +14,11 @@ it never saw (their kernel chosen by the mean alone); awkward's own "cuda" backe
 and the call floor (wall time of gk.sum on a device-resident 1K-list array returning a
 device ak.Array, median of 1000 calls).
 
-    python benchmarks/gpu_reduce.py [--out results.json] [--elements 100000000]
+    python benchmarks/gpu_reduce.py [--out FILE.json] [--elements 100000000] [--no-tuning]
+
+Prints the tables and writes benchmarks/results/gpu_reduce_<machine>_<date>.json with the
+command, commit and machine. ``--smoke``: 1M elements, 2 repeats, no tuning variants.
+Without a GPU it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 import traceback
 
 import numpy as np
 
+import _common
 from _gputime import CopyAnchor, awkward_cuda_extras, event_time
 
 # before awkward reaches it (see awkward_cuda_extras): its prod/count_nonzero/argmin/argmax
@@ -113,14 +117,23 @@ def datasets(cp, elements: int, seed: int, names=("poisson5", "mixed")):
     return data
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_reduce.json"))
+    ap.add_argument("--out", default=None,
+                    help="JSON (default: benchmarks/results/gpu_reduce_<machine>_<date>.json)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="1M elements, 2 repeats, no tuning variants: checks the script runs")
     ap.add_argument("--elements", type=int, default=100_000_000)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-tuning", action="store_true", help="skip the flattened kernels' launch-configuration variants "
                          "(the hybrid kernel's launch bounds are still compared)")
     args = ap.parse_args()
+    if args.smoke:
+        args.elements, args.reps, args.no_tuning = min(args.elements, 1_000_000), 2, True
+    args.out = args.out or _common.default_out("gpu_reduce", args.smoke)
+    if _common.no_gpu():
+        print(f"gpu_reduce: {_common.no_gpu()}; nothing measured")
+        return 0
 
     import awkward as ak
     import cupy as cp
@@ -144,7 +157,7 @@ def main() -> None:
     dev = default.device
     result = {
         "machine": {"gpu": dev.name, "arch": dev.arch, "wave": dev.wave, "cu_count": dev.cu_count,
-                    "l2_bytes": dev.l2_bytes, "host": platform.node(),
+                    "l2_bytes": dev.l2_bytes,
                     "cupy": cp.__version__, "awkward": ak.__version__,
                     "driver": cp.cuda.runtime.driverGetVersion(),
                     "compiler": default.runtime.compiler},
@@ -218,8 +231,7 @@ def main() -> None:
     tuning = []
     variants = () if args.no_tuning else (("fused", "min_blocks=2"), ("fused", "prefetch_tiles=4"),
                                           ("fused", "item_bytes=128"), ("split", "item_bytes=128"))
-    # the hybrid kernel's block and launch bound (the table: 12 blocks of 128); 128-byte
-    # tiles were slower (74 % vs 77 % on mixed-length sums in the first H200 run)
+    # the hybrid kernel's block and launch bound against the table's (12 blocks of 128)
     variants += (("hybrid", "hybrid:block=256,min_blocks=5"), ("hybrid", "hybrid:min_blocks=12"),
                  ("hybrid", "hybrid:block=64,min_blocks=20"))
     for strategy, launch in variants:
@@ -316,8 +328,7 @@ def main() -> None:
     prof.disable()
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(35)
-    with open(os.path.join(os.path.dirname(os.path.abspath(args.out)), "floor_profile.txt"), "w") as f:
-        f.write(text.getvalue())
+    floor["profile"] = text.getvalue()
     # our own part of a call: the buffer-level kernel on the same offsets/content
     layout = ak.to_layout(small)
     offs_d, vals_d = layout.offsets.data, layout.content.data
@@ -403,20 +414,21 @@ def main() -> None:
     floor_us = floor.get("gk.sum", {}).get("median_us")
     if floor_us is None or floor_us > FLOOR_TARGET_US:
         misses.append(f"call floor {floor_us} us > {FLOOR_TARGET_US} us")
-    print("\ncall floor:", json.dumps(floor))
+    print("\ncall floor:", json.dumps({k: v for k, v in floor.items() if k != "profile"}))
     print("awkward cuda not run:", {k: v["not_run"][:80] for k, v in awk.items() if "not_run" in v})
     print("agreement between strategies:", all(r.get("agrees", True) for r in rows))
     print("targets missed:", misses or "none")
     result["targets_missed"] = misses
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+        json.dump(_common.stamp(result), f, indent=1)
     print("wrote", args.out)
+    return 0
 
 
 if __name__ == "__main__":
     try:
-        main()
+        raise SystemExit(main())
     except Exception:
         traceback.print_exc()
         raise

@@ -240,7 +240,10 @@ def nvcomp_version() -> str | None:
     asks (a client) gets no CUDA context."""
     from importlib import metadata, util
 
-    if util.find_spec("nvidia.nvcomp") is None:
+    try:
+        if util.find_spec("nvidia.nvcomp") is None:
+            return None
+    except ModuleNotFoundError:  # not even the "nvidia" namespace package
         return None
     try:
         return metadata.version("nvidia-nvcomp-cu13")

@@ -755,18 +755,3 @@ def test_outputs_fetched_together_fail_alone():
     outcomes = _gather_each(client, [Done(1), Done(error=lost), Done(3)])
     assert outcomes[0] == (1, None) and outcomes[2] == (3, None)
     assert outcomes[1] == (None, lost)
-
-
-def test_the_benchmarks_placement_variants_set_each_setting_once():
-    """``benchmarks/executor.py --executors placement:NAME=VALUE`` builds GPUExecutor with
-    that setting, ``gpu_workers`` included (it was passed twice, a TypeError on the H200)."""
-    import argparse
-
-    from benchmarks.executor import gpuexec_executor
-
-    args = argparse.Namespace(gpu_backend="cpu", gpu_threads=None, inflate="auto",
-                              gpu_merge=None, gpu_share=None, merge_on=None, gpu_sync=None,
-                              gpu_workers=2)
-    assert gpuexec_executor("placement:gpu_workers=3", args).gpu_workers == 3
-    merged = gpuexec_executor("placement:gpu_merge=8", args)
-    assert merged.gpu_merge == 8 and merged.gpu_workers == 2

@@ -84,23 +84,33 @@ def test_workers_inflate_with_the_executors_choice():
 
 
 @pytest.mark.parametrize("sample", ["nano_dy", "nano_tt_v15"])
-def test_gpu_inflate_benchmark_finds_the_baskets_uproot_reads(sample):
-    """benchmarks/gpu_inflate.py times nvCOMP on the zlib streams it cuts out of the
-    file itself (key header, 9-byte ROOT block headers): on real CMS NanoAOD written by
-    ROOT, every basket it finds inflates (or is stored) to uproot's own bytes."""
-    bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
-    sys.path.insert(0, bench)
-    try:
-        import gpu_inflate
-    finally:
-        sys.path.remove(bench)
+def test_baskets_cut_out_of_the_file_are_the_ones_uproot_reads(sample):
+    """``device_reading.find_baskets`` cuts each basket's zlib streams out of the file
+    itself (key header, 9-byte ROOT block headers), as GPU workers inflate them: on real
+    CMS NanoAOD written by ROOT, every basket it finds inflates (or is stored) to uproot's
+    own bytes, and each stream is tagged with its basket's first entry."""
+    import zlib
+
+    from gpuexec import device_reading
+
     path = os.path.join(os.path.dirname(SAMPLE), f"{sample}.root")
+    streams, firsts, baskets = [], [], 0
     with uproot.open(path) as f:
         tree = f["Events"]
         names = [k for k in tree.keys() if k.startswith(("nMuon", "Muon_", "Jet_"))]
-        streams, sizes, baskets, firsts = gpu_inflate.zlib_blocks(path, tree, names)
+        for name in names:
+            branch = tree[name]
+            for i, basket in enumerate(device_reading.find_baskets(branch, 0,
+                                                                   branch.num_entries)):
+                baskets += 1
+                assert basket.stored is not None or basket.streams, basket.where
+                inflated = basket.stored if basket.stored is not None else b"".join(
+                    zlib.decompress(s) for s, _u in basket.streams)
+                assert inflated == bytes(branch.basket(i).raw_data), (name, i)
+                assert all(len(zlib.decompress(s)) == u for s, u in basket.streams)
+                streams += [s for s, _u in basket.streams]
+                firsts += [basket.entry_start] * len(basket.streams)
         assert baskets == sum(tree[n].num_baskets for n in names)
-    assert streams and len(sizes) == len(streams) == len(firsts)
-    with uproot.open(path) as f:  # each stream is tagged with its basket's first entry
-        starts = {int(s) for n in names for s in f["Events"][n].entry_offsets[:-1]}
+        starts = {int(s) for n in names for s in tree[n].entry_offsets[:-1]}
+    assert streams and len(firsts) == len(streams)
     assert set(firsts) <= starts

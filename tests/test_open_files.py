@@ -14,8 +14,8 @@ import pytest
 import uproot
 from coffea import processor
 from coffea.nanoevents import BaseSchema, NanoAODSchema, NanoEventsFactory
+from runner_work import work_of
 
-from benchmarks.open_files import work_of
 from gpuexec import open_files
 from gpuexec.executor import GPUExecutor, _kept_open
 

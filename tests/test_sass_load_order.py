@@ -1,4 +1,4 @@
-"""The reading of SASS that the sm_90 compile gate and benchmarks/sass_load_order.py share
+"""The reading of SASS that the sm_90 compile gate uses
 (.ci/gates/sass.py): how many 128-bit loads of a run are issued before the first
 instruction that reads the first load's registers, on synthetic listings in cuobjdump's
 format (the gate itself needs nvcc and cuobjdump)."""
@@ -30,7 +30,7 @@ def test_all_loads_before_the_first_fold():
 
 
 def test_first_vector_folded_before_the_other_loads():
-    # the queue's copy of the thirty-fourth session: load, fold it, then the other seven
+    # the order ptxas once chose: load, fold it, then the other seven
     lines = ["@!P0 LDG.E.128 R36, desc[UR10][R8.64]", "ISETP.LT.U32.AND P3, PT, R45, 0x201, PT",
              "DADD R36, R36, R34"]
     lines += [f"@!P1 LDG.E.128 R{8 + 4 * k}, desc[UR10][R12.64]" for k in range(7)]

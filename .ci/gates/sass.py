@@ -3,14 +3,14 @@
 The hybrid reduction kernel streams a long list in wave-tiles: each lane loads its
 vectors of a tile, then folds them. Only the first fold waits for memory when every
 load of the tile is issued before it; ptxas decides that order, and an innocent change
-of the source can flip it (thirty-fifth session: moving the batch body into its own
+of the source can flip it (moving the batch body into its own
 function left the float64 sum streaming one vector, folding it, then loading the other
 seven; on lists of Poisson(2000) it ran at 82.6 % of copy bandwidth, the same source at
 7 blocks per SM, its loads in order again, at 94.9 %).
 
 A run is a lane's loads of one tile: up to ``per_run`` LDG.E.128 close together. For
 each run the count of its loads issued before the first instruction that reads the
-first load's registers is what the gate asserts and benchmarks/sass_load_order.py prints.
+first load's registers is what the gate asserts.
 """
 
 from __future__ import annotations

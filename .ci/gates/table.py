@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import shlex
+import subprocess
+import sys
 
 NOTE = ("Compile-time facts, no GPU involved: register counts, scratch, spills and LDS come "
         "from the compilers (AMDGPU code-object metadata; ptxas -v), occupancy is the "
@@ -15,7 +19,7 @@ NOTE = ("Compile-time facts, no GPU involved: register counts, scratch, spills a
 def write(out_dir: str, rows: list[dict], toolchains: dict, not_compiled: dict) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     doc = {"generated_by": ".ci/compile_gates.py", "note": NOTE, "toolchains": toolchains,
-           "not_compiled": not_compiled, "kernels": rows}
+           "not_compiled": not_compiled, "kernels": rows, **provenance()}
     jpath = os.path.join(out_dir, "gpu_isa_table.json")
     with open(jpath, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
@@ -24,6 +28,22 @@ def write(out_dir: str, rows: list[dict], toolchains: dict, not_compiled: dict) 
     with open(mpath, "w") as f:
         f.write(markdown(rows, toolchains, not_compiled))
     return [mpath, jpath]
+
+
+def provenance() -> dict:
+    """The command, commit and machine every result JSON records (the table is compiled,
+    so the machine is the host that ran the compilers; no GPU is involved)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return {"command": "python " + shlex.join([os.path.relpath(sys.argv[0], root),
+                                               *sys.argv[1:]]),
+            "commit": commit,
+            "machine": {"description": "compilers only, no GPU", "cpu": platform.machine(),
+                        "cores": os.cpu_count()}}
 
 
 def summary(rows: list[dict]) -> list[str]:

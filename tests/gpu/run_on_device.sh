@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Runs the GPU test suite on the device machine (Python 3.12 image, no network) and keeps
-# full logs. Here, first: ../shared/tools/device-wheels executor  (awkward, coffea, dask...)
+# Runs the GPU test suite on the GPU host (Python 3.12 image, no network) and keeps full
+# logs. On the machine that starts the run, first: ../shared/tools/device-wheels executor
+# (awkward, coffea, dask...)
 # and add cuda-cccl (awkward's own "cuda" reducers, for comparisons) and, to spread the
 # kernel tests over cores, pytest-xdist + execnet (same download line):
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 #     --implementation cp --platform manylinux_2_26_x86_64 -d .whl cuda-cccl==1.2.1
 # and isal (python-isal, a dependency; --platform manylinux_2_28_x86_64): without it
 # benchmarks/executor.py's workers inflate with zlib, slower than a real install (it says so).
-# With the tree (5 MB, and 55 MB of benchmarks/results) these wheels exceed the 64 MiB a
-# run carries; the four that nothing here imports go (the eighteenth session, 30 MB left):
+# With the tree (10 MB, benchmarks/results under 5 MB of it) these wheels exceed the 64 MiB
+# a run carries; the four that nothing here imports go (30 MB of wheels left):
 #   rm .whl/mplhep_data-* .whl/widgetsnbextension-* .whl/jupyterlab_widgets-* .whl/jedi-*
 # Then: run(command="bash tests/gpu/run_on_device.sh [pytest args]", carry=[".whl"]).
 # Logs land in $OUT (junit XML + the full pytest output of each file).
@@ -25,8 +26,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 #   and both .dist-info folders (benchmarks/executor.py records nvCOMP's version);
 #   tar cJf .cache/devcarry/nvcomp.tar.xz -C /tmp/nvx nvidia nvidia_nvcomp_cu13-*.dist-info \
 #     nvidia_libnvcomp_cu13-*.dist-info
-# and, with benchmarks/results moved aside for the call (55 MB of the tree), carry
-# [".whl", ".cache/devcarry"]. Without it the device-reading tests run the host inflater only.
+# and carry [".whl", ".cache/devcarry"]. Without it the device-reading tests run the host
+# inflater only.
 if [ -f .cache/devcarry/nvcomp.tar.xz ]; then tar xJf .cache/devcarry/nvcomp.tar.xz -C .site; fi
 export PYTHONPATH="$PWD/.site:$PWD" PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
 out=${OUT:-/tmp/gpu-logs}
