@@ -39,7 +39,8 @@ def main() -> None:
     from gpu_reduce import datasets
 
     from gpuexec.kernels import validate
-    from gpuexec.kernels.gpu import strategies as S
+    from gpuexec.kernels.gpu import catalog as S
+    from gpuexec.kernels.gpu.units import unit_for
     from gpuexec.kernels.gpu.backend import GPUBackend
 
     be = GPUBackend()
@@ -58,7 +59,7 @@ def main() -> None:
             kern.remembered.forget(offsets, content)
             shipped_out, captured = launches_of(be, lambda: kern(offsets, content))
             name, fn, grid, block, launch_args = captured[-1]
-            unit = S.unit_for(be.plan.per_list_plan(), op)
+            unit = unit_for(be.plan.per_list_plan(), op)
             shipped = unit.defines["GK_STREAM_LOAD"]
             # every other hint of the table (the shipped one is the "shipped" row)
             variants = {k: v for k, v in S.STREAM_LOADS.items() if k != shipped}

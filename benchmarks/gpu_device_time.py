@@ -49,8 +49,10 @@ def run(args) -> None:
 
     from gpuexec.kernels.gpu.backend import GPUBackend
 
+    from gpuexec.kernels.gpu.plan import PlanRequest
+
     marker = cp.RawKernel(f'extern "C" __global__ void {MARKER}() {{}}', MARKER)
-    backends = {s: GPUBackend(strategy=s) for s in STRATEGIES}
+    backends = {s: GPUBackend(plan=PlanRequest(strategy=s)) for s in STRATEGIES}
     cases = _api_cases()
     # --only may also name the cases outside the figure's table (other element widths)
     names = args.only.split(",") if args.only else FIG2 + EXTRA

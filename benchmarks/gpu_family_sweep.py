@@ -51,9 +51,11 @@ def main() -> int:
 
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    backends = {"fused": GPUBackend(strategy="fused", family_per_list={}),
-                "split": GPUBackend(strategy="split", family_per_list={}),
-                "naive": GPUBackend(strategy="naive"), "table": GPUBackend()}
+    from gpuexec.kernels.gpu.plan import PlanRequest
+
+    backends = {"fused": GPUBackend(plan=PlanRequest(strategy="fused", family_per_list={})),
+                "split": GPUBackend(plan=PlanRequest(strategy="split", family_per_list={})),
+                "naive": GPUBackend(plan=PlanRequest(strategy="naive")), "table": GPUBackend()}
     default = backends["table"]
     dev = default.device
     families = [f for f in args.families.split(",") if f]

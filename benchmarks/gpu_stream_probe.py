@@ -70,6 +70,8 @@ def main() -> None:
 
     from gpuexec.kernels.gpu.backend import GPUBackend
 
+    from gpuexec.kernels.gpu.plan import PlanRequest
+
     source = open(os.path.join(HERE, "stream_probe.cu")).read()
     content = cp.random.RandomState(3).standard_normal(args.elements, dtype=cp.float64)
     anchor = CopyAnchor(cp, args.elements)
@@ -109,7 +111,7 @@ def main() -> None:
                      **shapes.get(label, {})})
 
     # -- 2. the hybrid kernel on list shapes -------------------------------------------------
-    hybrid = GPUBackend(strategy="fused", short_lists=float("inf"), per_list_kernel="hybrid")
+    hybrid = GPUBackend(plan=PlanRequest(strategy="fused", short_lists=float("inf"), per_list_kernel="hybrid"))
     kernel = hybrid.kernel("reduce_sum", "float64")
     inputs = {k: (v, content) for k, v in list_inputs(cp, args.elements).items()}
     offsets, mixed = datasets(cp, args.elements, 7)["mixed"]

@@ -32,6 +32,8 @@ def main() -> None:
 
     from gpuexec.kernels.gpu.backend import GPUBackend
 
+    from gpuexec.kernels.gpu.plan import PlanRequest
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--dist", default="poisson5", help="gpu_reduce.datasets name")
     ap.add_argument("--table", action="store_true",
@@ -47,8 +49,8 @@ def main() -> None:
         return
     for strategy in ("naive", "fused"):
         # short_lists=0: the fused strategy's own flattened kernel, not its per-list rule
-        backend = GPUBackend(strategy=strategy, short_lists=None if strategy == "naive" else 0,
-                             long_list_kernel="flat")
+        backend = GPUBackend(plan=PlanRequest(strategy=strategy, short_lists=None if strategy == "naive" else 0,
+                             long_list_kernel="flat"))
         for contract in ("reduce_sum", "reduce_countnonzero"):
             backend.kernel(contract, "float64")(offsets, content)
             cp.cuda.runtime.deviceSynchronize()

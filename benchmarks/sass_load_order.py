@@ -42,7 +42,7 @@ from gates.units import load_units  # noqa: E402
 def unit_of(reduction: str, defines: dict):
     """The naive strategy's sm_90 unit of ``reduce_<reduction>`` as the compile gate builds
     it, with ``defines`` added or replaced."""
-    from gpuexec.kernels.gpu.strategies import OPS_BY_CONTRACT
+    from gpuexec.kernels.gpu.catalog import OPS_BY_CONTRACT
 
     op_define = OPS_BY_CONTRACT[f"reduce_{reduction}"].define
     unit = next(u for u in load_units("sm_90")
