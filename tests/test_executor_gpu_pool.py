@@ -22,6 +22,7 @@ from gpuexec.executor import GPUExecutor
 from gpuexec.staging import stage_events, to_host
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import ClusterSpec, shared_client
+from gpuexec.scheduler.placement import Reason
 from test_executor import TT, DimuonProcessor, runner
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -335,7 +336,7 @@ def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     # measured slow, the GPU pool is never chosen as the faster one: only while unmeasured,
     # or as an idle slot that finishes a chunk before the run's predicted end
     reasons = {d["reason"] for d in slow.placement.decisions() if d["pool"] == "gpu"}
-    assert not any(r.startswith("above crossover, earlier finish") for r in reasons), reasons
+    assert Reason.GPU_EARLIER.value not in reasons, reasons
 
 
 @pytest.mark.parametrize("merge_on", ["client", "cluster"])
