@@ -25,10 +25,10 @@ import threading
 from dataclasses import dataclass
 
 from gpuexec.scheduler.heap import freeze_once
+from gpuexec.scheduler.keys import POOL_ENV
 
 CPU = "CPU"
 GPU = "GPU"
-POOL_ENV = "GPUEXEC_POOL"  # every worker's environment names its pool
 
 # Dask's nanny starts every worker with MALLOC_TRIM_THRESHOLD_=65536. Any value turns off
 # glibc's dynamic mmap threshold, so every array above 128 KiB is mmapped and faulted in
