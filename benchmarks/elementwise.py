@@ -14,7 +14,7 @@ before timing (bit for bit on the host; within 1e-12 relative on a GPU).
 Prints a table (median milliseconds per call, the ratio) and writes JSON naming the
 machine. On a GPU, awkward's route here includes its per-operation error context (a repr
 of each argument, read back from the device), which GPUExecutor's workers turn off
-(``gpuexec.staging.awkward_messages_on_error``): what a processor pays outside the
+(``gpuexec.io.staging.awkward_messages_on_error``): what a processor pays outside the
 executor, more than inside it.
 """
 

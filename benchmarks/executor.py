@@ -82,10 +82,10 @@ def process_cpu_seconds() -> float:
 @contextlib.contextmanager
 def coffea_executor(name: str, cores: int, inflate: str = "auto"):
     """coffea's executor ``name`` on ``cores`` processes whose uproot inflates zlib
-    baskets with the library GPUExecutor's workers use (``gpuexec.inflate``)."""
+    baskets with the library GPUExecutor's workers use (``gpuexec.io.inflate``)."""
     from coffea import processor
 
-    from gpuexec import inflate as inflater
+    from gpuexec.io import inflate as inflater
 
     if name == "futures":
         # one process pool for every query, as Dask keeps its cluster: left to coffea, each
@@ -133,7 +133,7 @@ def _futures_worker(inflate: str) -> None:
     import coffea.processor  # noqa: F401
 
     import examples.adl  # noqa: F401
-    from gpuexec import inflate as inflater
+    from gpuexec.io import inflate as inflater
 
     inflater.use(inflate)
 
@@ -171,8 +171,10 @@ def gpuexec_executor(mode: str, args):
 
 
 def main(argv=None) -> int:
-    from gpuexec import GPUExecutor, device_reading, inflate
+    from gpuexec import GPUExecutor
     from gpuexec.executor import NVCOMP_MISSING
+    from gpuexec.io import device_read as device_reading
+    from gpuexec.io import inflate
     from gpuexec.kernels.gpu.runtime import SYNC_MODES
     from gpuexec.scheduler.cluster import worker_settings
 
@@ -209,7 +211,7 @@ def main(argv=None) -> int:
                              "the order rotated each round (A/B comparisons)")
     parser.add_argument("--inflate", default="auto", choices=inflate.CHOICES,
                         help="library inflating zlib baskets in every executor's workers "
-                             "(gpuexec.inflate; default: ISA-L where installed)")
+                             "(gpuexec.io.inflate; default: ISA-L where installed)")
     parser.add_argument("--files", type=int, default=1,
                         help="generate the events as this many files of equal size, written "
                              "side by side (a dataset of several files, as a real one is)")

@@ -62,7 +62,7 @@ def _events_of(path: str, entry_stop: int | None = None):
 def profile_query(number: int, path: str, backend: str, top: int) -> dict:
     import gpuexec.kernels as gk
     from examples.adl import make
-    from gpuexec.staging import Timings, awkward_messages_on_error, stage_events
+    from gpuexec.io.staging import Timings, awkward_messages_on_error, stage_events
 
     events = _events_of(path)
     proc = make(number)
@@ -115,7 +115,7 @@ def task_costs(number: int, path: str, backend: str, sizes: list[int], reps: int
     import gpuexec.kernels as gk
     from examples.adl import make
     from examples.adl.queries import ADLQuery
-    from gpuexec.staging import Timings, awkward_messages_on_error, stage_events
+    from gpuexec.io.staging import Timings, awkward_messages_on_error, stage_events
 
     proc = make(number)
     computes = type(proc).observables is not ADLQuery.observables  # not a read-only query
@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     events = max([args.events] + (sizes or []))
     path = write_sample(os.path.join(tmp.name, "adl.root"), events, compression="zlib:1")
     if sizes:
-        from gpuexec import inflate
+        from gpuexec.io import inflate
 
         inflate.use("auto")  # as GPUExecutor's workers inflate
         rows = [r for backend in dict.fromkeys([args.backend, "cpu"])

@@ -39,7 +39,7 @@ def _parse_config(text: str) -> tuple[int, int, int]:
     return int(procs), int(threads or 1), int(events)
 
 
-_DIRECT = False  # set in each process: GPU workers read through gpuexec.device_reading
+_DIRECT = False  # set in each process: GPU workers read through gpuexec.io.device_read
 
 
 def _process(proc, events, backend: str, timings=None, query=None):
@@ -47,7 +47,7 @@ def _process(proc, events, backend: str, timings=None, query=None):
     CPU, staged on the device (``stage_events``) inside one awkward error context on a GPU;
     with ``--read-on-device``, its plain branches read as GPUExecutor's workers read them
     (``read_on_device``, and ahead by the query's earlier tasks)."""
-    from gpuexec.staging import awkward_messages_on_error, stage_events
+    from gpuexec.io.staging import awkward_messages_on_error, stage_events
 
     if backend == "cpu":
         return proc.process(events)
@@ -65,7 +65,7 @@ def _task_loop(path, query, backend, events_per_task, total_events, start_at, st
 
     import gpuexec.kernels as gk
     from examples.adl import make
-    from gpuexec.staging import Timings
+    from gpuexec.io.staging import Timings
 
     proc = make(query)
     ranges = [(s, min(s + events_per_task, total_events))
@@ -110,7 +110,7 @@ def _worker(index, path, total_events, backend, commands, results, ready):
     from examples.adl import make
 
     global _DIRECT
-    from gpuexec import inflate
+    from gpuexec.io import inflate
 
     inflate.use("auto")  # ISA-L where installed, as GPUExecutor's workers
     command = commands.get()
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=4.0, help="run time per configuration")
     ap.add_argument("--label", default="")
     ap.add_argument("--read-on-device", action="store_true",
-                    help="GPU processes read plain branches through gpuexec.device_reading "
+                    help="GPU processes read plain branches through gpuexec.io.device_read "
                          "(GPUExecutor's read_on_device, with read-ahead)")
     ap.add_argument("--basket-entries", type=int, default=None,
                     help="entries per basket of the generated file (10000: a real NanoAOD "

@@ -49,9 +49,9 @@ def zlib_blocks(path: str, tree, branch_names) -> tuple[list[bytes], list[int], 
     """(the zlib streams of every basket of ``branch_names``, their inflated sizes, the
     number of baskets, stored uncompressed ones included, and the first entry of each
     stream's basket), cut out of the file as GPU workers cut them
-    (``gpuexec.device_reading.find_baskets``); every basket's bytes are checked against
+    (``gpuexec.io.device_read.find_baskets``); every basket's bytes are checked against
     uproot's."""
-    from gpuexec import device_reading
+    from gpuexec.io import device_read as device_reading
 
     streams, sizes, count, firsts = [], [], 0, []
     for name in branch_names:
@@ -148,9 +148,9 @@ def task_sweep(streams, sizes, firsts, task_events, repeat: int, gpu: bool) -> l
     holding its first that many entries (every branch, as one batched read of a GPU
     worker's task would take them), inflated by one host core with ISA-L against one
     nvCOMP call with the sizes given, the copy of the compressed bytes included: where the
-    crossover ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` lies (in stream equivalents:
+    crossover ``gpuexec.io.device_read.NVCOMP_MIN_STREAMS`` lies (in stream equivalents:
     the batch's inflated bytes over its largest stream's)."""
-    from gpuexec import device_reading
+    from gpuexec.io import device_read as device_reading
 
     rows = []
     for n in task_events:

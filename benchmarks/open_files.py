@@ -1,6 +1,6 @@
 """What a chunk costs before its processor reads a byte: coffea Runner's work function
 (which opens the chunk's file and builds its NanoEvents) against GPUExecutor's, which
-keeps the file open in the worker thread (``gpuexec.open_files``), side by side in one
+keeps the file open in the worker thread (``gpuexec.io.kept_files``), side by side in one
 process, on the real CMS NanoAOD samples in data/samples (thousands of branches) and on a
 generated NanoAOD-like file (24 branches, the executor benchmark's).
 
@@ -74,7 +74,7 @@ def work_of(paths: list, chunksize: int, processor_instance=None, **runner_optio
 
 
 def measure(path: str, chunksize: int, reps: int) -> dict:
-    from gpuexec import open_files
+    from gpuexec.io import kept_files as open_files
     from gpuexec.executor import _kept_open
 
     items, coffea_work = work_of([path], chunksize)
@@ -114,8 +114,8 @@ def _staged_work(kept_work, events_first: bool):
     """``kept_work`` with its processor run as a GPU-pool task runs it on the CPU engine
     with direct reads (``StagedProcessor``); ``events_first``: the work function builds
     coffea's events and the processor stages them (before the twenty-ninth session)."""
-    from gpuexec import open_files
-    from gpuexec.staging import StagedProcessor, Timings
+    from gpuexec.io import kept_files as open_files
+    from gpuexec.io.staging import StagedProcessor, Timings
 
     class EventsFirst(StagedProcessor):
         process_nanoevents_factory = None  # (so the work function builds the events)

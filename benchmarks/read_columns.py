@@ -1,6 +1,6 @@
 """Reading one chunk's columns of an ADL query: through coffea and uproot (how GPU workers
 read before the twenty-third session, and how CPU workers read) against
-``gpuexec.device_reading`` (``stage_events(..., read_on_device=True)``), side by side on
+``gpuexec.io.device_read`` (``stage_events(..., read_on_device=True)``), side by side on
 the same file, per compression. The processor is ``ReadColumns`` (the query's columns
 read, nothing computed); seconds are the staging's own read + transfer account, the
 minimum of ``--repeat`` fresh chunks each.
@@ -30,7 +30,7 @@ def read_seconds(path: str, query: str, backend: str, direct: bool, repeat: int)
     from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
 
     from examples.adl import make
-    from gpuexec.staging import Timings, stage_events
+    from gpuexec.io.staging import Timings, stage_events
 
     best = None
     for _ in range(repeat + 1):  # the first is a warm-up (imports, file open)
@@ -59,7 +59,9 @@ def main(argv=None) -> int:
 
     from benchmarks.executor import machine, save
     from examples.make_sample import write_sample
-    from gpuexec import device_reading, inflate
+    from gpuexec.io import device_read as device_reading
+
+    from gpuexec.io import inflate
 
     library = inflate.use("auto")  # as GPUExecutor's workers do: both readers inflate with it
 

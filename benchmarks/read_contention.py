@@ -53,7 +53,9 @@ def _reader(rank, path, query, variant, task_events, rounds, barrier, results):
     import cupy
     import uproot
 
-    from gpuexec import device_reading, inflate
+    from gpuexec.io import device_read as device_reading
+
+    from gpuexec.io import inflate
 
     inflate.use("auto")
     if variant == "host":
@@ -95,7 +97,7 @@ def main(argv=None) -> int:
 
     from benchmarks.executor import machine, save
     from examples.make_sample import write_sample
-    from gpuexec import device_reading
+    from gpuexec.io import device_read as device_reading
 
     tmp = tempfile.TemporaryDirectory(prefix="gpuexec-contention-")
     path = write_sample(os.path.join(tmp.name, "adl.root"), args.events, compression="zlib:1",

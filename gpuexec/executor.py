@@ -58,9 +58,10 @@ from typing import Any
 from coffea.processor import accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
-from gpuexec import device_reading
-from gpuexec import inflate as inflater
-from gpuexec import open_files as kept_files
+from gpuexec.io import device_read as device_reading
+from gpuexec.io import inflate as inflater
+from gpuexec.io import kept_files
+from gpuexec.io.staging import StagedProcessor, Timings, processor_token
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import PROFILE_INTERVAL, check_profile_interval
 from gpuexec.scheduler.heap import freeze_once
@@ -78,7 +79,6 @@ from gpuexec.scheduler.report import (
     check_entries,
     skipped_warning,
 )
-from gpuexec.staging import StagedProcessor, Timings, processor_token
 
 __all__ = ["ChunkError", "GPUExecutor"]
 

@@ -19,7 +19,7 @@ import pytest
 from coffea import processor
 
 from gpuexec.executor import GPUExecutor
-from gpuexec.staging import stage_events, to_host
+from gpuexec.io.staging import stage_events, to_host
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import ClusterSpec, shared_client
 from gpuexec.scheduler.placement import Reason
@@ -169,7 +169,7 @@ def test_awkward_builds_messages_only_on_error_inside_a_gpu_task(monkeypatch):
     from awkward._errors import OperationErrorContext
     from awkward._nplikes.numpy import Numpy
 
-    from gpuexec.staging import awkward_messages_on_error
+    from gpuexec.io.staging import awkward_messages_on_error
 
     formatted = []
     original = OperationErrorContext._format_args
@@ -221,7 +221,7 @@ def test_gpu_pool_run_matches_iterative_with_decisions_and_merges(executor, tt_r
 
 def test_pools_on_the_cpu_engine_read_directly_when_asked(executor, tt_reference):
     """``cpu_direct_read=True``: CPU workers and the CPU-engine GPU pool read through
-    gpuexec.device_reading (numpy); the output is the same, every event counted once, and
+    gpuexec.io.device_read (numpy); the output is the same, every event counted once, and
     each pool's reading is timed apart (as it is not when coffea reads)."""
     # the second call's tasks read the columns the first call's learned in one batch
     # (read_ahead, the default); the third reads column by column. No copies of slow

@@ -19,12 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gpuexec"
 ALLOWED = {
     "gpuexec.kernels": set(),
     "gpuexec.scheduler": {"gpuexec.kernels"},
-    "gpuexec.inflate": set(),
-    "gpuexec.device_reading": {"gpuexec.inflate"},
-    "gpuexec.open_files": set(),
-    "gpuexec.staging": {"gpuexec.device_reading", "gpuexec.kernels"},
-    "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.inflate",
-                         "gpuexec.device_reading", "gpuexec.open_files", "gpuexec.staging"},
+    "gpuexec.io": {"gpuexec.kernels"},
+    "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.io"},
 }
 
 

@@ -1,19 +1,18 @@
 """Reading a chunk's NanoAOD columns straight into device arrays, for GPU workers.
 
 On a GPU worker, uproot inflates and interprets every basket on the host and the columns
-are then copied to the device: that host work bounds ADL Q8 (benchmarks/results/
-executor_read_floor_s23_h200.*: reading Q8's columns alone takes 0.51 s of a 0.65 s
-run). Here the host only cuts each basket's zlib streams out of the file (uproot gives the
-basket positions; a local file is mapped, through uproot's MemmapSource) and inflates them
-(python-isal); the bytes go to the device in one copy and the big-endian values become
-native ones there, with no per-basket Python of uproot's interpretation. ``read_many``
-reads several columns as one batch (the executor's read-ahead gives it a task's
-columns). A batch of many streams (``NVCOMP_MIN_STREAMS``) is inflated on the device
-instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed and
-one of the device's ``NVCOMP_SLOTS`` is free (or frees within ``NVCOMP_WAIT``; with
-``NVCOMP_SHARE`` the host inflates the batch's baskets meanwhile, and a slot that frees
-takes the rest). The same code runs with numpy as the array module, which is how it is
-tested against uproot without a GPU.
+are then copied to the device: that host work bounds ADL Q8 (reading Q8's columns alone
+takes 0.51 s of a 0.65 s run on the H200 host, docs/reading.md). Here the host only cuts
+each basket's zlib streams out of the file (uproot gives the basket positions; a local
+file is mapped, through uproot's MemmapSource) and inflates them (python-isal); the bytes
+go to the device in one copy and the big-endian values become native ones there, with no
+per-basket Python of uproot's interpretation. ``read_many`` reads several columns as one
+batch (the executor's read-ahead gives it a task's columns). A batch of many streams
+(``NVCOMP_MIN_STREAMS``) is inflated on the device instead, by NVIDIA's nvCOMP in one
+call, where ``nvidia-nvcomp-cu13`` is installed and one of the device's ``NVCOMP_SLOTS``
+is free (or frees within ``NVCOMP_WAIT``; with ``NVCOMP_SHARE`` the host inflates the
+batch's baskets meanwhile, and a slot that frees takes the rest). The same code runs with
+numpy as the array module, which is how it is tested against uproot without a GPU.
 
 What it reads: the three kinds of buffer NanoEvents asks for plain NanoAOD branches
 (coffea's form keys ``B,!load``, ``B,!load,!content``, ``nB,!load,!counts2offsets``):
@@ -45,44 +44,15 @@ _BLOCK = struct.Struct("<2sB3s3s")  # algorithm, method, compressed, inflated si
 _LZ4_CHECKSUM = struct.Struct(">Q")  # xxhash64 of an LZ4 block, before its data
 ZLIB, LZMA, LZ4, ZSTD = b"ZL", b"XZ", b"L4", b"ZS"  # ROOT's block algorithms
 _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
-# nvCOMP inflates each deflate stream on one block of threads, so a call lasts about as
-# long as its largest stream takes there: on the H200, 44-50 ms for any batch of Q8's
-# 100k-entry baskets (at most 0.68 MB inflated each) from 14 streams to 224, against one
-# host core inflating 0.32 GB/s with ISA-L (benchmarks/results/
-# gpu_inflate_task_sweep_q8_s24_h200.*, copy included: 28 streams, 16.3 MB, 41 ms on the
-# host against 45; 56 streams, 32.7 MB, 73 against 46). So a batch is counted in
-# streams of its largest one's size (``stream_equivalents``: its inflated bytes over its
-# largest stream's): 24 for the first, 48 for the second; the crossover lies between.
-# A Q6 task's 12 Jet streams of 2.4 MB each count 10: nvCOMP made Q6 slower there
-# (executor_read_ahead_s24_h200.*). Fewer than this: the host inflates. A GPU worker's
-# task reaches it only by reading its columns together (``read_many``, read-ahead).
+# batches of at least this many streams of their largest one's size go to nvCOMP
+# (``stream_equivalents``): the crossover with one host core (docs/reading.md#nvcomp-streams)
 NVCOMP_MIN_STREAMS = 32
-# nvCOMP calls from several processes on one GPU overlap only while they are few: on the
-# H200 under MPS, one Q6 task's batch (120 streams of 0.2 MB) took 34 ms alone, 41-42 ms
-# with four processes calling at once, 312-369 ms with twelve (Q8's: 21-26, 22-24,
-# 100-138 ms; benchmarks/results/read_contention_s25_h200.*), where the host inflated
-# the same batches in 99-117 / 108-116 / 120-149 ms (a scratch run, docs/executor.md).
-# So at most this many batches per device are on nvCOMP at a time, across the processes
-# of a host (lock files, ``_DeviceSlots``); a batch that finds none free (after
-# ``NVCOMP_WAIT``) is inflated on the host. 0: no limit.
+# batches per device on nvCOMP at a time, across a host's processes; 0: no limit
+# (calls from more processes stop overlapping: docs/reading.md#nvcomp-slots)
 NVCOMP_SLOTS = 4
-# Seconds a batch that finds every slot taken waits for one before the host inflates it
-# (0: the host at once). Four calls at once already use up nvCOMP's throughput on the
-# H200 (Q8: 22-30 ms per call with four processes, 100-138 ms with twelve), so a slot
-# frees several times while one host core inflates a batch (80-118 ms there); about one
-# host inflation's time. Executor A/B there, medians of 3 in turns: Q8 0.304 s against
-# 0.349, Q6 0.434 against 0.493 (benchmarks/results/executor_nvcomp_wait_s27_h200.*).
-# With GPU tasks of seven chunks (GPUExecutor's gpu_merge), a Q6 batch takes the host
-# 0.36-0.39 s against 0.06-0.12 on nvCOMP, longer than four slots take to pass 14 tasks'
-# batches: 0.4 s, Q6 0.375 s against 0.595 with 0.1 (executor_wait_s30_h200.*).
+# seconds a batch waits for a free slot before the host inflates it (docs/reading.md#nvcomp-wait)
 NVCOMP_WAIT = 0.4
-# Instead of the wait: a batch that finds every slot taken is inflated on the host from its
-# last basket back, a free slot looked for after each basket; one that frees takes the
-# baskets left to nvCOMP (``_shared_payloads``). Never much slower than the host alone,
-# as fast as nvCOMP when a slot frees at once, whatever the queue: with one wave of GPU
-# tasks a 7-chunk Q8 batch waited up to 0.13 s in the fourth round of the slots where the
-# host would take about 0.08, and Q2's waited where 14 hosts took 22-41 ms side by side
-# (executor_final_s30_h200.*, executor_all_s30_h200.*). Off until measured on the H200.
+# inflate on the host while waiting, a freed slot taking the rest (docs/reading.md#nvcomp-share)
 NVCOMP_SHARE = False
 
 
@@ -333,11 +303,11 @@ def inflater(xp, streams: float | None = None) -> str:
 @functools.cache
 def _host_decompressors() -> dict:
     """algorithm -> (data, inflated size) -> bytes: uproot's own decompressors; zlib's is
-    the one uproot's reader uses (``gpuexec.inflate.decompressor``), with the library
+    the one uproot's reader uses (``gpuexec.io.inflate.decompressor``), with the library
     GPUExecutor's ``inflate`` setting chooses (python-isal by default)."""
     import uproot
 
-    from gpuexec import inflate
+    from gpuexec.io import inflate
 
     return {ZLIB: inflate.decompressor().decompress, LZMA: uproot.LZMA(1).decompress,
             LZ4: uproot.LZ4(1).decompress, ZSTD: uproot.ZSTD(1).decompress}
