@@ -60,134 +60,157 @@ def simulate(chunks: Sequence, policy, truth: Sequence[Pool], *,
     missing = set(policy.pools) - set(pools)
     if missing:
         raise ValueError(f"the policy's pools {sorted(missing)} have no true model in truth")
-    queues = {n: deque() for n in policy.pools}
-    free = {n: pools[n].slots for n in policy.pools}
-    stats = {n: {"chunks": 0, "events": 0, "busy_seconds": 0.0} for n in policy.pools}
-    assignments: dict[int, str] = {}
-    running: list = []  # (finish, seq, chunks of the task, pool, seconds)
-    seq = 0
-    pending = deque(chunks)
-    in_flight = 0
-    limit = window if window is not None else warmup  # None: no limit
-    warming = warmup is not None
-    reported: set[str] = set()
-
-    def release(now: float) -> None:
-        nonlocal in_flight
-        while pending and (limit is None or in_flight < limit):
-            c = pending.popleft()
-            backlog = 0 if limit is None else sum(p.events for p in pending)
-            # a policy with a ``depth`` may hold the chunk back: it is offered again when
-            # the next task completes
-            name = policy.assign(c, now=now, backlog_events=backlog, may_wait=True)
-            if name is None:
-                pending.appendleft(c)
-                break
-            assignments[c.id] = name
-            queues[name].append(c)
-            in_flight += 1
-        policy.end_batch()
-
-    copies = {n: deque() for n in policy.pools}  # backup copies waiting, as whole tasks
-    taken: set[int] = set()
-    cancelled: set[int] = set()  # seq of running tasks that lost to another copy
-
-    def dispatch(now: float) -> None:
-        nonlocal seq
-        for name, q in queues.items():
-            while (q or copies[name]) and free[name] > 0:
-                if copies[name]:
-                    task, copy = copies[name].popleft(), True
-                else:
-                    task = [q.popleft() for _ in range(min(len(q), pools[name].merge))]
-                    copy = False
-                    if len(task) > 1:
-                        policy.mark_merged([c.id for c in task])
-                events = sum(c.events for c in task)
-                dt = pools[name].model.seconds(events)
-                free[name] -= 1
-                heapq.heappush(running, (now + dt, seq, task, name, dt, copy))
-                seq += 1
-                policy.started([c.id for c in task], now=now, pool=name)
-                stats[name]["busy_seconds"] += dt  # a copy that loses is busy too
-        if not pending:
-            added = False
-            for b in policy.backups(now=now):
-                parts = [c for c in chunks if c.id in b.chunks]
-                if pools[b.pool].merge > 1:
-                    copies[b.pool].append(parts)
-                else:
-                    copies[b.pool].extend([c] for c in parts)
-                added = True
-            if added:
-                dispatch(now)
-
-    def take(ids: list[int], seq_won: int, now: float) -> None:
-        """Chunks ``ids`` counted: their other copies are dropped (a running one keeps
-        its slot); chunks of a dropped task that nothing else covers run again."""
-        nonlocal in_flight
-        taken.update(ids)
-        in_flight -= len(ids)
-        orphans = []
-        for name in queues:
-            for c in [c for c in queues[name] if c.id in ids]:
-                queues[name].remove(c)
-            for task in [t for t in copies[name] if any(c.id in ids for c in t)]:
-                copies[name].remove(task)
-                orphans += [c for c in task if c.id not in ids]
-        for _f, s_, task, _n, _dt, _copy in running:
-            if s_ != seq_won and s_ not in cancelled and any(c.id in ids for c in task):
-                cancelled.add(s_)
-                orphans += [c for c in task if c.id not in ids]
-        covered = {c.id for name in queues for c in queues[name]}
-        covered |= {c.id for name in copies for t in copies[name] for c in t}
-        covered |= {c.id for _f, s_, t, _n, _dt, _c in running if s_ not in cancelled
-                    for c in t}
-        for c in orphans:
-            if c.id not in taken and c.id not in covered:
-                policy.retry(c.id, assignments[c.id], now=now, reason="its task lost to a copy")
-                queues[assignments[c.id]].appendleft(c)
-                covered.add(c.id)
-
-    release(0.0)
-    dispatch(0.0)
-    makespan = 0.0
-    checked = 0.0
-    while running:
-        if not pending and policy.backup_margin is not None and running[0][0] > checked + tick:
-            checked += tick  # nothing completes before the next look at the stragglers
-            dispatch(checked)
-            continue
-        t, s_, task, name, dt, copy = heapq.heappop(running)
-        checked = t
-        free[name] += 1
-        ids = [c.id for c in task]
-        if s_ in cancelled or taken.intersection(ids):
-            policy.lost(ids, dt, now=t, pool=name)  # a copy that lost: its slot comes back
-            dispatch(t)
-            continue
-        makespan = t
-        policy.observe(ids, dt, now=t, pool=name)
-        policy.settle(ids, name, now=t)
-        if copy:
-            for i in ids:
-                assignments[i] = name
-        stats[name]["chunks"] += len(task)  # chunks and events whose output counted
-        stats[name]["events"] += sum(c.events for c in task)
-        take(ids, s_, t)
-        reported.add(name)
-        if warming and reported >= set(assignments.values()):
-            warming, limit = False, None  # every pool used so far measured: the rest at once
-        release(t)
-        dispatch(t)
+    replay = _Replay(chunks, policy, pools, window if window is not None else warmup,
+                     warming=warmup is not None)
+    makespan = replay.run(tick)
     if window is not None:
         label = f"placement (window {window})"
     elif warmup is not None:
         label = f"placement (warm-up {warmup})"
     else:
         label = "placement"
-    return SimResult(label, makespan, stats, [assignments[c.id] for c in chunks])
+    return SimResult(label, makespan, replay.stats,
+                     [replay.assignments[c.id] for c in chunks])
 
+
+class _Replay:
+    """One simulated run of a ``Placement`` (see ``simulate``): ``limit`` chunks at most
+    in flight (None: no limit), lifted once every pool used has reported when
+    ``warming``."""
+
+    def __init__(self, chunks: list[Chunk], policy, pools: dict, limit: int | None,
+                 warming: bool):
+        self.chunks, self.policy, self.pools = chunks, policy, pools
+        names = list(policy.pools)
+        self.queues = {n: deque() for n in names}
+        self.copies = {n: deque() for n in names}  # backup copies waiting, as whole tasks
+        self.free = {n: pools[n].slots for n in names}
+        self.stats = {n: {"chunks": 0, "events": 0, "busy_seconds": 0.0} for n in names}
+        self.assignments: dict[int, str] = {}
+        self.running: list = []  # (finish, seq, chunks of the task, pool, seconds, copy)
+        self.seq = 0
+        self.pending = deque(chunks)
+        self.in_flight = 0
+        self.limit = limit
+        self.warming = warming
+        self.reported: set[str] = set()
+        self.taken: set[int] = set()
+        self.cancelled: set[int] = set()  # seq of running tasks that lost to another copy
+
+    def release(self, now: float) -> None:
+        """Assign pending chunks while the window has room."""
+        pending = self.pending
+        while pending and (self.limit is None or self.in_flight < self.limit):
+            c = pending.popleft()
+            backlog = 0 if self.limit is None else sum(p.events for p in pending)
+            # a policy with a ``depth`` may hold the chunk back: it is offered again when
+            # the next task completes
+            name = self.policy.assign(c, now=now, backlog_events=backlog, may_wait=True)
+            if name is None:
+                pending.appendleft(c)
+                break
+            self.assignments[c.id] = name
+            self.queues[name].append(c)
+            self.in_flight += 1
+        self.policy.end_batch()
+
+    def dispatch(self, now: float) -> None:
+        """Start queued tasks (backup copies first) on free slots; once nothing is
+        pending, queue the backups the policy offers and start them too."""
+        for name, q in self.queues.items():
+            while (q or self.copies[name]) and self.free[name] > 0:
+                if self.copies[name]:
+                    task, copy = self.copies[name].popleft(), True
+                else:
+                    task = [q.popleft() for _ in range(min(len(q), self.pools[name].merge))]
+                    copy = False
+                    if len(task) > 1:
+                        self.policy.mark_merged([c.id for c in task])
+                dt = self.pools[name].model.seconds(sum(c.events for c in task))
+                self.free[name] -= 1
+                heapq.heappush(self.running, (now + dt, self.seq, task, name, dt, copy))
+                self.seq += 1
+                self.policy.started([c.id for c in task], now=now, pool=name)
+                self.stats[name]["busy_seconds"] += dt  # a copy that loses is busy too
+        if not self.pending:
+            added = False
+            for b in self.policy.backups(now=now):
+                parts = [c for c in self.chunks if c.id in b.chunks]
+                if self.pools[b.pool].merge > 1:
+                    self.copies[b.pool].append(parts)
+                else:
+                    self.copies[b.pool].extend([c] for c in parts)
+                added = True
+            if added:
+                self.dispatch(now)
+
+    def take(self, ids: list[int], seq_won: int, now: float) -> None:
+        """Chunks ``ids`` counted: their other copies are dropped (a running one keeps
+        its slot); chunks of a dropped task that nothing else covers run again."""
+        self.taken.update(ids)
+        self.in_flight -= len(ids)
+        orphans = []
+        for name in self.queues:
+            for c in [c for c in self.queues[name] if c.id in ids]:
+                self.queues[name].remove(c)
+            for task in [t for t in self.copies[name] if any(c.id in ids for c in t)]:
+                self.copies[name].remove(task)
+                orphans += [c for c in task if c.id not in ids]
+        for _f, s_, task, _n, _dt, _copy in self.running:
+            if s_ != seq_won and s_ not in self.cancelled and any(c.id in ids for c in task):
+                self.cancelled.add(s_)
+                orphans += [c for c in task if c.id not in ids]
+        covered = {c.id for name in self.queues for c in self.queues[name]}
+        covered |= {c.id for name in self.copies for t in self.copies[name] for c in t}
+        covered |= {c.id for _f, s_, t, _n, _dt, _c in self.running
+                    if s_ not in self.cancelled for c in t}
+        for c in orphans:
+            if c.id not in self.taken and c.id not in covered:
+                pool = self.assignments[c.id]
+                self.policy.retry(c.id, pool, now=now, reason="its task lost to a copy")
+                self.queues[pool].appendleft(c)
+                covered.add(c.id)
+
+    def complete(self, t: float, s_: int, task: list, name: str, dt: float,
+                 copy: bool) -> bool:
+        """A task ended at ``t``; False when it was a copy that lost (its slot comes
+        back, its time still teaches the policy)."""
+        self.free[name] += 1
+        ids = [c.id for c in task]
+        if s_ in self.cancelled or self.taken.intersection(ids):
+            self.policy.lost(ids, dt, now=t, pool=name)
+            return False
+        self.policy.observe(ids, dt, now=t, pool=name)
+        self.policy.settle(ids, name, now=t)
+        if copy:
+            for i in ids:
+                self.assignments[i] = name
+        self.stats[name]["chunks"] += len(task)  # chunks and events whose output counted
+        self.stats[name]["events"] += sum(c.events for c in task)
+        self.take(ids, s_, t)
+        self.reported.add(name)
+        if self.warming and self.reported >= set(self.assignments.values()):
+            self.warming, self.limit = False, None  # every pool used measured: the rest at once
+        self.release(t)
+        return True
+
+    def run(self, tick: float) -> float:
+        """Run to the end; the makespan (the last counted output)."""
+        self.release(0.0)
+        self.dispatch(0.0)
+        makespan = checked = 0.0
+        while self.running:
+            if (not self.pending and self.policy.backup_margin is not None
+                    and self.running[0][0] > checked + tick):
+                checked += tick  # nothing completes before the next look at the stragglers
+                self.dispatch(checked)
+                continue
+            t, s_, task, name, dt, copy = heapq.heappop(self.running)
+            checked = t
+            if self.complete(t, s_, task, name, dt, copy):
+                makespan = t
+            self.dispatch(t)
+        return makespan
 
 def _list_schedule(chunks: list[Chunk], policy: str, truth: Sequence[Pool]) -> SimResult:
     """``"all-cpu"`` / ``"all-gpu"``: every chunk on the pools of that kind, each to the
