@@ -1,4 +1,4 @@
-"""gpuexec.device_reading with numpy as the array module: every plain NanoAOD branch
+"""gpuexec.io.device_read with numpy as the array module: every plain NanoAOD branch
 (flat, jagged content, offsets from counts) of real CMS samples and of generated files
 with several baskets equals uproot's arrays for entry ranges on and across basket edges;
 what it does not read is refused with ``Unsupported``; and NanoEvents staged through it
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import uproot
 
-from gpuexec import device_reading
-from gpuexec.staging import Timings, stage_events
+from gpuexec.io import device_read as device_reading
+from gpuexec.io.staging import Timings, stage_events
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +371,7 @@ def test_read_ahead_reads_the_last_tasks_columns_at_the_first_touch(multi, monke
     the values equal coffea's."""
     import awkward as ak
 
-    from gpuexec import staging
+    from gpuexec.io import staging
 
     monkeypatch.setattr(staging, "_READ_AHEAD", {})
     batches = _record_batches(monkeypatch)
@@ -404,7 +404,7 @@ def test_read_ahead_keeps_what_tasks_running_side_by_side_learned(multi, monkeyp
     (it did: each touch replaced the list with the touching task's own)."""
     import awkward as ak
 
-    from gpuexec import staging
+    from gpuexec.io import staging
 
     monkeypatch.setattr(staging, "_READ_AHEAD", {})
     batches = _record_batches(monkeypatch)
@@ -432,7 +432,7 @@ def test_the_devices_queued_work_is_not_counted_as_reading(multi, monkeypatch):
 
     import awkward as ak
 
-    from gpuexec import staging
+    from gpuexec.io import staging
 
     queued = {"seconds": 0.0}
 
