@@ -25,6 +25,12 @@ ALLOWED = {
     "gpuexec.staging": {"gpuexec.device_reading", "gpuexec.kernels"},
     "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.inflate",
                          "gpuexec.device_reading", "gpuexec.open_files", "gpuexec.staging"},
+    "gpuexec.adl": {"gpuexec.kernels"},
+    "gpuexec.security": set(),
+    "gpuexec.deploy": {"gpuexec.security", "gpuexec.scheduler"},
+    "gpuexec.cli": {"gpuexec.adl", "gpuexec.deploy", "gpuexec.security", "gpuexec.scheduler",
+                    "gpuexec.executor"},
+    "gpuexec.__main__": {"gpuexec.cli"},
 }
 
 
