@@ -35,7 +35,8 @@ def main(args) -> int:
         analysis = (processor, str(fileset))
     job = render.Job(nodes=args.nodes, account=args.account, time=args.time,
                      partition=args.partition, qos=args.qos, gpus_per_node=args.gpus_per_node,
-                     cores_per_gpu=args.cores_per_gpu, analysis=analysis,
+                     cores_per_gpu=args.cores_per_gpu, gpu_threads=args.gpu_threads,
+                     analysis=analysis,
                      listen_host=args.listen_host, fake_gpu=args.fake_gpu)
     text = render.render(profile, job)
     if args.output:
@@ -71,6 +72,8 @@ def add(subs) -> None:
                    help="Slurm tasks (GPUs) per node; default: the site's")
     s.add_argument("--cores-per-gpu", type=_positive, default=None,
                    help="cores per task; default: the site's")
+    s.add_argument("--gpu-threads", type=_positive, default=None,
+                   help="cores of each GPU worker (the rest run CPU workers); default: the site's")
     which = s.add_mutually_exclusive_group()
     which.add_argument("--processor", help="FILE.py[:attr] or module:attr")
     which.add_argument("--query", type=int, choices=range(1, 9), metavar="{1..8}",

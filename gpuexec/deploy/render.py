@@ -51,6 +51,7 @@ class Job:
     qos: str | None = None
     gpus_per_node: int | None = None  # default: the profile's
     cores_per_gpu: int | None = None
+    gpu_threads: int | None = None  # cores of each GPU worker; default: the profile's
     analysis: tuple[str, ...] = ()  # gpuexec run's PROCESSOR FILESET, if fixed now
     listen_host: str | None = None  # e.g. 127.0.0.1 for a one-node job
     fake_gpu: str | None = None  # GPUEXEC_FAKE_GPU for the job (docs/deploy.md#fake-gpus)
@@ -99,7 +100,7 @@ def render(profile: dict, job: Job) -> str:
         raise ValueError(f"--nodes must be >= 1, got {job.nodes}")
     gpus = job.gpus_per_node or profile["gpus_per_node"]
     cores = job.cores_per_gpu or profile["cores_per_gpu"]
-    options = ["--gpu-threads", str(min(profile["gpu_threads"], cores))]
+    options = ["--gpu-threads", str(min(job.gpu_threads or profile["gpu_threads"], cores))]
     listen = ""
     if job.listen_host:
         listen = f"--host {shlex.quote(job.listen_host)}"

@@ -23,7 +23,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-srun --overlap --nodes=1 --ntasks=1 --cpus-per-task=1 --gres=none \
+srun --overlap --nodes=1 --ntasks=1 --cpus-per-task=1 \
     "${PYTHON}" -m gpuexec.deploy.scheduler --run-dir "${RUN_DIR}" --login {{LOGIN}} {{LISTEN}} \
     > "${RUN_DIR}/scheduler.log" 2>&1 &
 PIDS+=("$!")
