@@ -87,7 +87,7 @@ def worker_command(args, name: str, threads: int, resources: str, cores: int) ->
            "--memory-limit", args.memory_limit or str(memory_share(cores)),
            "--local-directory", args.local_directory,
            "--death-timeout", str(args.death_timeout),
-           "--no-dashboard"]
+           "--no-dashboard", "--dashboard-address", "127.0.0.1:0"]  # its HTTP routes too
     if args.interface:
         cmd += ["--interface", args.interface]
     if args.host:
