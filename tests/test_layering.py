@@ -20,10 +20,17 @@ ALLOWED = {
     "gpuexec.kernels": set(),
     "gpuexec.config": set(),
     "gpuexec.scheduler": {"gpuexec.kernels", "gpuexec.config"},
-    "gpuexec.gpu_cluster": {"gpuexec.config", "gpuexec.scheduler", "gpuexec.kernels"},
+    "gpuexec.gpu_cluster": {"gpuexec.config", "gpuexec.scheduler", "gpuexec.kernels",
+                            "gpuexec.security"},
     "gpuexec.io": {"gpuexec.kernels"},
     "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.io",
                          "gpuexec.config", "gpuexec.gpu_cluster"},
+    "gpuexec.adl": {"gpuexec.kernels"},
+    "gpuexec.security": set(),
+    "gpuexec.deploy": {"gpuexec.security", "gpuexec.scheduler", "gpuexec.config"},
+    "gpuexec.cli": {"gpuexec.adl", "gpuexec.deploy", "gpuexec.security", "gpuexec.scheduler",
+                    "gpuexec.executor", "gpuexec.gpu_cluster", "gpuexec.config", "gpuexec.io"},
+    "gpuexec.__main__": {"gpuexec.cli"},
 }
 
 

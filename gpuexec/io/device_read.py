@@ -226,13 +226,16 @@ class _DeviceSlots:
     the kernel should its process die) and a lock for the threads of this process."""
 
     def __init__(self, device: str, n: int):
-        folder = os.path.join(tempfile.gettempdir(), "gpuexec-nvcomp-slots")
+        # per user, 0700: another user can neither hold these slots nor lose their limit
+        folder = os.path.join(tempfile.gettempdir(), f"gpuexec-{os.getuid()}-nvcomp-slots")
         self.files = []
         try:
-            os.makedirs(folder, exist_ok=True)
-            for k in range(n):  # read-only suffices for flock (another user's file)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            if os.stat(folder).st_uid != os.getuid():  # made by someone else: not ours
+                raise PermissionError(f"{folder} belongs to another user")
+            for k in range(n):  # read-only suffices for flock
                 path = os.path.join(folder, f"{device.replace(':', '_')}-{k}.lock")
-                self.files.append((os.open(path, os.O_RDONLY | os.O_CREAT, 0o666),
+                self.files.append((os.open(path, os.O_RDONLY | os.O_CREAT, 0o600),
                                    threading.Lock()))
         except OSError:  # no shared folder: the calls go unlimited, as without slots
             for fd, _lock in self.files:
