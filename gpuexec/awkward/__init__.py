@@ -55,14 +55,14 @@ def served_names() -> list[str]:
     return sorted(ADAPTERS)
 
 
-def _target(mode: str, vendor: str | None):
+def _target(mode: str, vendor: str | None, engine):
     """(awkward backend class, engine backend, vendor) for ``mode``."""
     import gpuexec.kernels as gk
 
     if mode == "cpu":
         from awkward._backends.numpy import NumpyBackend
 
-        return NumpyBackend, gk.get_backend("cpu"), "cpu"
+        return NumpyBackend, engine or gk.get_backend("cpu"), "cpu"
     if mode != "device":
         raise ValueError(f"mode must be 'device' or 'cpu', not {mode!r}")
     from awkward._backends.cupy import CupyBackend
@@ -70,7 +70,7 @@ def _target(mode: str, vendor: str | None):
     from gpuexec.kernels.dispatch import device_backend_name
 
     vendor = vendor or device_backend_name()
-    return CupyBackend, gk.get_backend(vendor), vendor
+    return CupyBackend, engine or gk.get_backend(vendor), vendor
 
 
 def install(mode: str = "device", *, shadow: bool = False, shadow_rtol: float = 0.0,
@@ -80,8 +80,7 @@ def install(mode: str = "device", *, shadow: bool = False, shadow_rtol: float = 
     device path on the CPU engine with a named ``vendor``). Returns the provider;
     installs nest, ``uninstall()`` removes the latest."""
     check_awkward_version(allow_untested)
-    cls, backend, vendor = _target(mode, vendor)
-    backend = engine if engine is not None else backend
+    cls, backend, vendor = _target(mode, vendor, engine)
     with _lock:
         previous = [entry for entry in _active if entry[1] is cls]
         get_item, prepare = ((previous[-1][2], previous[-1][3]) if previous

@@ -104,7 +104,7 @@ def _ia_simplify(E, toindex, outerindex, outerlength, innerindex, innerlength):
     if outerlength:
         _fail(E, (outer >= innerlength).any(), "index out of range")
     valid = outer >= 0
-    inner = innerindex[:innerlength]
+    inner = innerindex[:innerlength].astype(np.int64)
     picked = inner[E.xp.where(valid, outer, 0)] if innerlength else E.xp.zeros_like(outer)
     toindex[:outerlength] = E.xp.where(valid, picked, -1)
 
@@ -229,7 +229,7 @@ def _combinations_any_n(E, starts, stops, n, replacement):
     import itertools
 
     xp = E.xp
-    sizes = E.host(stops - starts)
+    sizes, first = E.host(stops - starts), E.host(starts)
     pick = itertools.combinations_with_replacement if replacement else itertools.combinations
     by_size = {}
     cols = [[] for _ in range(n)]
@@ -238,7 +238,7 @@ def _combinations_any_n(E, starts, stops, n, replacement):
             by_size[size] = np.array(list(pick(range(size), n)), dtype=np.int64).reshape(-1, n)
         local = by_size[size]
         for k in range(n):
-            cols[k].append(local[:, k] + int(E.host(starts[i:i + 1])[0]))
+            cols[k].append(local[:, k] + int(first[i]))
     return [xp.asarray(np.concatenate(c) if c else np.zeros(0, np.int64)) for c in cols]
 
 
@@ -430,8 +430,9 @@ def _missing_repeat(E, outindex, index, indexlength, repetitions, regularsize):
     xp = E.xp
     base = index[:indexlength].astype(np.int64)[None, :]
     i = xp.arange(repetitions, dtype=np.int64)[:, None]
+    # awkward-cpp 2.14 keeps a missing entry's negative index (the spec's text says 0)
     outindex[:repetitions * indexlength] = xp.where(base >= 0, base + i * regularsize,
-                                                    0).reshape(-1)
+                                                    base).reshape(-1)
 
 
 # -- sorting --------------------------------------------------------------------------

@@ -189,11 +189,12 @@ def _engine_apply(E, reducer, array, offsets, starts, shifts, outlength):
     if name == "count_nonzero":
         return E.call("reduce_countnonzero", (data.dtype,), off, data)
     if name == "sum":
-        if data.dtype == np.bool_:
-            return E.call("reduce_sum_bool", (data.dtype,), off, data)
         forced = getattr(reducer, "_dtype", None)
         if forced is not None and np.dtype(forced).kind != "f":
             return None
+        if data.dtype == np.bool_:  # a count (ak.mean's forced float64: of that count)
+            count = E.call("reduce_sum_bool", (data.dtype,), off, data)
+            return count if forced is None else count.astype(forced)
         return _engine_sum(E, data, off, np.dtype(forced) if forced is not None else data.dtype)
     if name in ("any", "all"):
         return E.call(f"reduce_{name}", (data.dtype,), off, data)
