@@ -1,5 +1,7 @@
 """Per-process counters of what the kernel engine did: public calls, kernel
-launches (by kernel name) and hand-offs to awkward (by function and reason).
+launches (by kernel name), hand-offs to awkward (by function and reason) and, with the
+awkward kernel provider installed (``gpuexec.awkward``), awkward's kernel calls by
+outcome: served by the engine, fallen back to awkward's own kernel, left to awkward.
 
 Dask workers run tasks in threads of one process, so updates take a lock.
 """
@@ -15,6 +17,9 @@ _calls: Counter = Counter()
 _kernels: Counter = Counter()
 _handoffs: Counter = Counter()
 _handoff_reasons: Counter = Counter()
+#: awkward kernel calls through the provider: outcome -> Counter(kernel name)
+AWKWARD_OUTCOMES = ("served", "fallback", "left")
+_awkward: dict = {outcome: Counter() for outcome in AWKWARD_OUTCOMES}
 
 
 def record_call(function: str, backend: str) -> None:
@@ -33,25 +38,37 @@ def record_handoff(function: str, reason: str) -> None:
         _handoff_reasons[f"{function}: {reason}"] += 1
 
 
+def record_awkward(outcome: str, kernel: str) -> None:
+    """One awkward kernel call: ``outcome`` "served" (an engine adapter ran it),
+    "fallback" (awkward's own kernel ran it) or "left" (a reduction the engine's overload
+    handed back to awkward's reducer)."""
+    with _lock:
+        _awkward[outcome][kernel] += 1
+
+
 def stats() -> dict:
-    """A snapshot: ``{"calls", "kernels", "handoffs", "handoff_reasons"}`` as plain dicts,
-    plus the totals ``n_calls``, ``n_launches`` and ``n_handoffs``."""
+    """A snapshot: ``{"calls", "kernels", "handoffs", "handoff_reasons", "awkward"}`` as
+    plain dicts (``awkward``: outcome -> {kernel: calls}), plus the totals ``n_calls``,
+    ``n_launches``, ``n_handoffs`` and ``n_awkward_served``/``_fallback``/``_left``."""
     with _lock:
         snap = {
             "calls": dict(_calls),
             "kernels": dict(_kernels),
             "handoffs": dict(_handoffs),
             "handoff_reasons": dict(_handoff_reasons),
+            "awkward": {outcome: dict(c) for outcome, c in _awkward.items()},
         }
     snap["n_calls"] = sum(snap["calls"].values())
     snap["n_launches"] = sum(snap["kernels"].values())
     snap["n_handoffs"] = sum(snap["handoffs"].values())
+    for outcome in AWKWARD_OUTCOMES:
+        snap[f"n_awkward_{outcome}"] = sum(snap["awkward"][outcome].values())
     return snap
 
 
 def reset_stats() -> None:
     with _lock:
-        for c in (_calls, _kernels, _handoffs, _handoff_reasons):
+        for c in (_calls, _kernels, _handoffs, _handoff_reasons, *_awkward.values()):
             c.clear()
 
 
