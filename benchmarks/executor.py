@@ -277,7 +277,9 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    from gpuexec import GPUExecutor, device_reading, inflate
+    from gpuexec import GPUExecutor
+    from gpuexec.io import device_read as device_reading
+    from gpuexec.io import inflate
     from gpuexec.executor import NVCOMP_MISSING
 
     args = parse(argv)
