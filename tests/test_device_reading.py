@@ -702,8 +702,8 @@ def test_a_batch_waits_nvcomp_wait_seconds_for_a_slot_before_the_host_takes_it(
 
 
 def test_nvcomp_version_says_whether_nvcomp_is_installed(monkeypatch):
-    """``nvcomp_version`` (which ``benchmarks/executor.py`` writes into its JSON): the
-    forty-first session's device runs lacked nvCOMP and nothing in their JSON said so."""
+    """``nvcomp_version`` (which ``benchmarks/executor.py`` writes into its JSON): a GPU
+    host without nvCOMP must say so in the results."""
     from importlib import metadata, util
 
     found = {"nvidia.nvcomp": None}
