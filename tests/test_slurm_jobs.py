@@ -1,12 +1,12 @@
 """The NVIDIA and Frontier job scripts as ``gpuexec deploy slurm`` renders them, submitted
 with ``sbatch --wait`` to a one-node Slurm (.ci/slurm/setup.sh: fake GPUs as gres) from a
-wheel installed outside the checkout. Fake-GPU mode: GPU workers of a faked vendor run
-the GPU pool's tasks on CPU kernels (``--gpu-backend cpu``). Skipped where no Slurm is up."""
+wheel installed outside the checkout (conftest.py's ``installed``). Fake-GPU mode: GPU
+workers of a faked vendor run the GPU pool's tasks on CPU kernels
+(``--gpu-backend cpu``). Skipped where no Slurm is up."""
 
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import shutil
 import stat
@@ -32,26 +32,6 @@ def _slurm_up() -> bool:
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not _slurm_up(), reason="no Slurm up (.ci/slurm/setup.sh "
                                  "starts one as root)")]
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """gpuexec from a wheel, in a folder outside the checkout (PYTHONPATH), run by this
-    interpreter (its site-packages hold the dependencies)."""
-    base = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                    str(base / "dist"), str(ROOT)], check=True, cwd=base)
-    wheel = next((base / "dist").glob("gpuexec-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                    str(base / "site"), str(wheel)], check=True, cwd=base)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PYTHON"))}
-    env.update(PYTHONPATH=str(base / "site"), GPUEXEC_PYTHON=sys.executable,
-               PATH=f"{base / 'site' / 'bin'}:{env['PATH']}",
-               NUMBA_CACHE_DIR=str(base / "numba"))
-    where = subprocess.run([sys.executable, "-c", "import gpuexec; print(gpuexec.__file__)"],
-                           env=env, cwd=base, capture_output=True, text=True, check=True)
-    assert where.stdout.startswith(str(base / "site"))
-    return base, env
 
 
 def _local_output(query: int):
