@@ -31,11 +31,13 @@ def _found(name: str) -> bool:
 
 
 def lines(env=None) -> list[str]:
+    import gpuexec
     from gpuexec.scheduler import devices
 
     env = os.environ if env is None else env
     found = devices.discover(env)
-    out = [f"devices: {len(found)}" if found else "devices: none (CPU workers only)"]
+    out = [f"gpuexec {gpuexec.__version__} ({os.path.dirname(gpuexec.__file__)})"]
+    out += [f"devices: {len(found)}" if found else "devices: none (CPU workers only)"]
     for d in found:
         width = wave_width(d.vendor, d.arch)
         out.append(f"  {d.describe()}; wave width {width if width else 'unknown'}")

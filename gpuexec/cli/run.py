@@ -221,7 +221,7 @@ def worker_view() -> dict:
         backend = ("hip" if found[0].vendor == devices.AMD else "cuda") if found else None
     return {"env": {k: os.environ[k] for k in PINNING if k in os.environ},
             "cores": sorted(os.sched_getaffinity(0)), "backend": backend,
-            "devices": [d.describe() for d in found], "pid": os.getpid()}
+            "devices": [d.describe() for d in found], "pid": os.getpid(), "cwd": os.getcwd()}
 
 
 def describe_workers(client) -> dict:
