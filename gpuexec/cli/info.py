@@ -9,7 +9,7 @@ import shutil
 
 WAVE = {"nvidia": 32}  # AMD: 64 on CDNA (gfx9), 32 on RDNA (gfx10+)
 PINNING = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-           "GPU_DEVICE_ORDINAL", "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_GPUS",
+           "GPU_DEVICE_ORDINAL", "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
            "OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "GPUEXEC_FAKE_GPU")
 PYTHON_RUNTIMES = ("cupy", "cuda", "hip", "numba", "nvidia.nvcomp")
 COMPILERS = ("nvcc", "hipcc", "nvidia-smi", "rocm-smi", "nvidia-cuda-mps-control")
