@@ -18,6 +18,12 @@ two back-to-back runs of that repeat (robust to the load drifts of a shared mach
 the ratio of the minima is given as well. Prints a table and writes
 benchmarks/results/executor_overhead_<machine>_<date>.json with the command, commit and
 machine. ``--smoke``: 20 chunks, one repeat (seconds; checks the script runs).
+
+``--tls on``: the cluster talks ``tls://`` with per-cluster credentials (what
+``GPUCluster`` does by default); ``--tls both``: a second, TLS cluster of the same size
+runs a third executor, "GPUExecutor (TLS)", interleaved with the other two, and its
+paired ratio to "GPUExecutor" on the plain cluster is the cost of TLS
+(docs/deploy.md#gpucluster-tls).
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--smoke", action="store_true",
                         help="20 chunks, one repeat: checks the script runs")
+    parser.add_argument("--tls", choices=("off", "on", "both"), default="off",
+                        help="the cluster's comms: plain TCP, TLS, or both side by side")
     parser.add_argument("--out", default=None, help="JSON (default: benchmarks/results/"
                         "executor_overhead_<machine>_<date>.json)")
     args = parser.parse_args(argv)
@@ -90,13 +98,24 @@ def main(argv=None) -> int:
                         schema=NanoAODSchema).preprocess({"bench": [sample]}, treename="Events"))
     assert len(items) == args.chunks, len(items)
 
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                           resources={"CPU": 1}, host="127.0.0.1", dashboard_address="127.0.0.1:0")
-    client = Client(cluster)
+    from gpuexec.scheduler.cluster import cluster_security
+
+    def start(tls: bool):
+        sec = {"security": cluster_security(True), "protocol": "tls://"} if tls else {}
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                               resources={"CPU": 1}, host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0", **sec)
+        return cluster, Client(cluster)
+
+    cluster, client = start(args.tls == "on")
+    clusters = [(cluster, client)]
     executors = {
         "coffea DaskExecutor": DaskExecutor(client=client, status=False),
         "GPUExecutor": GPUExecutor(client=client, status=False),
     }
+    if args.tls == "both":
+        clusters.append(start(True))
+        executors["GPUExecutor (TLS)"] = GPUExecutor(client=clusters[1][1], status=False)
     plain = list(range(args.chunks))
 
     def runner(executor):
@@ -120,8 +139,9 @@ def main(argv=None) -> int:
                 times[mode][name].append(time.perf_counter() - start)
                 print(f"  {mode:6s} repeat {r + 1}/{args.repeats} {name:20s} "
                       f"{times[mode][name][-1]:7.2f} s", flush=True)
-    client.close()
-    cluster.close()
+    for cluster, client in clusters:
+        client.close()
+        cluster.close()
 
     rows = []
     for mode in modes:
@@ -140,16 +160,22 @@ def main(argv=None) -> int:
                 "min_ratio_to_dask": min(runs) / min(dask),
                 "runs_s": runs,
             })
+            if name == "GPUExecutor (TLS)":  # the same executor on the plain cluster
+                tls = [t / p for t, p in zip(runs, times[mode]["GPUExecutor"])]
+                rows[-1].update(tls_vs_plain_paired_median=statistics.median(tls),
+                                tls_vs_plain_paired=tls)
     print()
     print(f"{'mode':7s} {'executor':20s} {'median s':>9s} {'ms/chunk':>9s} {'min s':>7s} "
           f"{'vs Dask (paired median)':>24s} {'(min/min)':>10s}")
     for row in rows:
         print(f"{row['mode']:7s} {row['executor']:20s} {row['median_s']:9.2f} "
               f"{row['per_chunk_ms']:9.2f} {row['min_s']:7.2f} "
-              f"{row['paired_ratio_median']:24.3f} {row['min_ratio_to_dask']:10.3f}")
+              f"{row['paired_ratio_median']:24.3f} {row['min_ratio_to_dask']:10.3f}"
+              + (f"   TLS/plain {row['tls_vs_plain_paired_median']:.3f}"
+                 if "tls_vs_plain_paired_median" in row else ""))
     result = {
         "benchmark": "executor_overhead", "machine": info,
-        "setup": {"chunks": args.chunks, "entries_per_chunk": 1, "workers": args.workers,
+        "setup": {"chunks": args.chunks, "tls": args.tls, "entries_per_chunk": 1, "workers": args.workers,
                   "threads_per_worker": 1, "repeats": args.repeats, "status": False,
                   "processor": "EmptyProcessor (returns {})", "schema": "NanoAODSchema"},
         "rows": rows,

@@ -67,6 +67,12 @@ class GPUCluster:
         allowed_failures: worker deaths a task may witness before the run fails.
         gpu_backend: "cpu" runs the GPU pool on the CPU engine (1 worker by default),
             for machines without a GPU; None: the GPUs' own (cuda or hip).
+        security: False (default): plain TCP on 127.0.0.1, which any user of a shared
+            host (a login node) can connect to and run code as you; True: scheduler,
+            workers and clients talk ``tls://`` with a key and certificate made for this
+            cluster alone, held in memory (``Security.temporary()``); or a
+            ``distributed.Security`` of your own. TLS costs per-chunk time, hence opt-in
+            (docs/deploy.md#gpucluster-tls). The dashboard stays HTTP on 127.0.0.1.
     """
 
     def __init__(self, cpu_workers: int | None = None, threads_per_worker: int = 1,
@@ -74,7 +80,7 @@ class GPUCluster:
                  gpu_slots: int | None = None, gpu_share: str = "auto",
                  memory_limit: str | int | float = "auto",
                  dashboard_address: str = "127.0.0.1:8787", allowed_failures: int = 3,
-                 gpu_backend: str | None = None):
+                 gpu_backend: str | None = None, security=False):
         if threads_per_worker < 1 or (gpu_threads is not None and gpu_threads < 1):
             raise ValueError("threads_per_worker and gpu_threads must be >= 1")
         if gpu_workers is not None and gpu_workers < 0:
@@ -89,6 +95,8 @@ class GPUCluster:
         self.gpu_share, self.memory_limit = gpu_share, memory_limit
         self.dashboard_address, self.allowed_failures = dashboard_address, allowed_failures
         self.gpu_backend = gpu_backend
+        planning.cluster_security(security if security is not True else None)  # type check
+        self.security = security
         self.mps_failed: str | None = None  # why gpu_share="auto" could not start MPS
         self._started: planning.ClusterSpec | None = None  # the spec this object holds
         self.spec  # a plan that cannot start fails here, not at first use
@@ -136,7 +144,7 @@ class GPUCluster:
             gpu_threads=planning.gpu_threads_of(self.gpu_threads, envs),
             gpu_slots=self.gpu_slots, gpu_backend=backend, gpu_sharing=sharing,
             profile_interval=s.profile_interval, tick_interval=s.tick_interval,
-            system_monitor_interval=s.system_monitor_interval)
+            system_monitor_interval=s.system_monitor_interval, security=self.security)
 
     # ------------------------------------------------------------------ holding it
     def _acquire(self, announce=print):

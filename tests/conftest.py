@@ -1,5 +1,10 @@
 import gc
 import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from hypothesis import HealthCheck, settings
 
@@ -24,3 +29,25 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory):
+    """gpuexec from a wheel of this checkout, installed in a folder outside it: (folder,
+    environment). The environment puts the install on PYTHONPATH (this interpreter's
+    site-packages hold the dependencies) and its ``gpuexec`` entry point on PATH."""
+    root = Path(__file__).resolve().parents[1]
+    base = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                    str(base / "dist"), str(root)], check=True, cwd=base)
+    wheel = next((base / "dist").glob("gpuexec-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(base / "site"), str(wheel)], check=True, cwd=base)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PYTHON"))}
+    env.update(PYTHONPATH=str(base / "site"), GPUEXEC_PYTHON=sys.executable,
+               PATH=f"{base / 'site' / 'bin'}:{env['PATH']}",
+               NUMBA_CACHE_DIR=str(base / "numba"))
+    where = subprocess.run([sys.executable, "-c", "import gpuexec; print(gpuexec.__file__)"],
+                           env=env, cwd=base, capture_output=True, text=True, check=True)
+    assert where.stdout.startswith(str(base / "site"))
+    return base, env

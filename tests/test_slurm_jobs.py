@@ -1,12 +1,12 @@
 """The NVIDIA and Frontier job scripts as ``gpuexec deploy slurm`` renders them, submitted
 with ``sbatch --wait`` to a one-node Slurm (.ci/slurm/setup.sh: fake GPUs as gres) from a
-wheel installed outside the checkout. Fake-GPU mode: GPU workers of a faked vendor run
-the GPU pool's tasks on CPU kernels (``--gpu-backend cpu``). Skipped where no Slurm is up."""
+wheel installed outside the checkout (conftest.py's ``installed``). Fake-GPU mode: GPU
+workers of a faked vendor run the GPU pool's tasks on CPU kernels
+(``--gpu-backend cpu``). Skipped where no Slurm is up."""
 
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import shutil
 import stat
@@ -32,26 +32,6 @@ def _slurm_up() -> bool:
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not _slurm_up(), reason="no Slurm up (.ci/slurm/setup.sh "
                                  "starts one as root)")]
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """gpuexec from a wheel, in a folder outside the checkout (PYTHONPATH), run by this
-    interpreter (its site-packages hold the dependencies)."""
-    base = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                    str(base / "dist"), str(ROOT)], check=True, cwd=base)
-    wheel = next((base / "dist").glob("gpuexec-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
-                    str(base / "site"), str(wheel)], check=True, cwd=base)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PYTHON"))}
-    env.update(PYTHONPATH=str(base / "site"), GPUEXEC_PYTHON=sys.executable,
-               PATH=f"{base / 'site' / 'bin'}:{env['PATH']}",
-               NUMBA_CACHE_DIR=str(base / "numba"))
-    where = subprocess.run([sys.executable, "-c", "import gpuexec; print(gpuexec.__file__)"],
-                           env=env, cwd=base, capture_output=True, text=True, check=True)
-    assert where.stdout.startswith(str(base / "site"))
-    return base, env
 
 
 def _local_output(query: int):
@@ -171,3 +151,54 @@ def test_the_lumi_script_carries_the_sites_directives(installed):
     assert "--wait-plans $((SLURM_NNODES * 8))" in text
     done = subprocess.run(["bash", "-n"], input=text, text=True)
     assert done.returncode == 0
+
+
+def test_a_jobqueue_cluster_runs_an_adl_query_on_pinned_tls_workers(tmp_path):
+    """gpuexec.deploy.jobqueue from this process: one job of a GPU worker (faked NVIDIA)
+    and a CPU worker, roles, pinning and cores from the preload gpuexec.deploy.pin."""
+    pytest.importorskip("dask_jobqueue")
+    from coffea import processor
+    from coffea.nanoevents import NanoAODSchema
+    from distributed import Client
+
+    from gpuexec import GPUExecutor
+    from gpuexec.adl import make
+    from gpuexec.cli.run import describe_workers
+    from gpuexec.deploy.jobqueue import gpu_slurm_cluster
+
+    run_dir = tmp_path / "run"
+    cluster = gpu_slurm_cluster("nvidia", partition="gpu", gpus_per_node=1, cores_per_gpu=2,
+                                threads=1, walltime="00:10:00", run_dir=run_dir,
+                                host="127.0.0.1", worker_host="127.0.0.1",
+                                fake_gpu="nvidia:sm_90")
+    try:
+        assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
+        assert cluster.dashboard_link.startswith("http://127.0.0.1:")
+        cluster.scale(jobs=1)
+        with Client(cluster) as client:
+            client.wait_for_workers(2, timeout=300)
+            workers = describe_workers(client)
+            executor = GPUExecutor(client=client, gpu_backend="cpu", status=False)
+            runner = processor.Runner(executor=executor, schema=NanoAODSchema,
+                                      chunksize=100_000)
+            out = runner({"tt": [str(SAMPLE)]}, make(1), treename="Events")
+            report = executor.report
+            executor.close()
+    finally:
+        cluster.close()
+    local = _local_output(1)
+    assert out["n_events"] == local["n_events"] == 200 and out["hists"] == local["hists"]
+    assert report.processing.processed == 200 and report.skipped == []
+    gpu = [w for w in workers.values() if "GPU" in w["resources"]]
+    cpu = [w for w in workers.values() if "CPU" in w["resources"]]
+    assert len(gpu) == len(cpu) == 1 and cpu[0]["resources"] == {"CPU": 1}
+    (g,), (c,) = gpu, cpu
+    assert g["backend"] == "cuda"  # chosen on the worker from its (faked) vendor
+    assert g["env"]["CUDA_VISIBLE_DEVICES"] == g["env"]["SLURM_JOB_GPUS"]  # Slurm's GPU
+    assert c["env"]["CUDA_VISIBLE_DEVICES"] == ""
+    assert len(g["cores"]) == len(c["cores"]) == 1 and g["cores"] != c["cores"]
+    assert all(w["address"].startswith("tls://127.0.0.1:") for w in workers.values())
+    _check_private(run_dir / "tls")
+    # Slurm writes the job logs with the submitter's umask; their folder is 0700
+    assert [oct(stat.S_IMODE(p.stat().st_mode)) for p in (run_dir, run_dir / "logs")] == \
+        ["0o700", "0o700"]

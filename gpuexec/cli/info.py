@@ -9,7 +9,7 @@ import shutil
 
 WAVE = {"nvidia": 32}  # AMD: 64 on CDNA (gfx9), 32 on RDNA (gfx10+)
 PINNING = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-           "GPU_DEVICE_ORDINAL", "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_GPUS",
+           "GPU_DEVICE_ORDINAL", "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
            "OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "GPUEXEC_FAKE_GPU")
 PYTHON_RUNTIMES = ("cupy", "cuda", "hip", "numba", "nvidia.nvcomp")
 COMPILERS = ("nvcc", "hipcc", "nvidia-smi", "rocm-smi", "nvidia-cuda-mps-control")
@@ -31,11 +31,13 @@ def _found(name: str) -> bool:
 
 
 def lines(env=None) -> list[str]:
+    import gpuexec
     from gpuexec.scheduler import devices
 
     env = os.environ if env is None else env
     found = devices.discover(env)
-    out = [f"devices: {len(found)}" if found else "devices: none (CPU workers only)"]
+    out = [f"gpuexec {gpuexec.__version__} ({os.path.dirname(gpuexec.__file__)})"]
+    out += [f"devices: {len(found)}" if found else "devices: none (CPU workers only)"]
     for d in found:
         width = wave_width(d.vendor, d.arch)
         out.append(f"  {d.describe()}; wave width {width if width else 'unknown'}")

@@ -9,6 +9,9 @@ processor over a fileset with ``GPUExecutor`` and pickle the result.
 - FILESET: JSON in coffea's form, ``{"dataset": ["a.root", ...]}``;
 - the cluster: ``--scheduler-file`` (a job's scheduler; the TLS credentials are read from
   ``tls/`` next to it), or ``--local`` (gpuexec's own local cluster, the default);
+- ``--config KEY=VALUE`` (repeatable): Dask configuration for the run, e.g.
+  ``--config gpuexec.placement.gpu-merge=4`` (docs/configuration.md); values are read as
+  YAML (numbers, booleans, null, durations as strings);
 - exit status: 0; 2 for a usage error (bad arguments, missing files, no scheduler);
   3 when chunks were skipped (a summary says which); 1 when the run failed.
 """
@@ -92,6 +95,64 @@ def load_fileset(path: str) -> dict:
     return fileset
 
 
+def parse_config(items: list[str]) -> dict:
+    """``["a.b=4", "c=true"]`` -> ``{"a.b": 4, "c": True}`` (values read as YAML)."""
+    import yaml
+
+    out = {}
+    for item in items or ():
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(f"--config {item!r}: expected KEY=VALUE, e.g. "
+                             "gpuexec.placement.gpu-merge=4")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError as err:
+            raise UsageError(f"--config {item!r}: the value is not YAML: {err}") from err
+    return out
+
+
+def probe(address: str, timeout: float = 5.0) -> None:
+    """Fail at once, with the address, when nothing listens there (a finished job's
+    scheduler file), instead of Dask's retries for the whole connect timeout."""
+    import socket
+
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        _, loc = parse_address(address)
+        host, port = parse_host_port(loc)
+    except ValueError as err:
+        raise UsageError(f"bad scheduler address {address!r}: {err}") from err
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        raise UsageError(f"cannot reach the scheduler at {address}: {err.strerror or err} "
+                         "(has the job ended?)") from err
+
+
+def local_files(fileset: dict) -> list[tuple[str, str]]:
+    """(dataset, path) of every file of ``fileset`` given as a local path (no ``scheme://``),
+    in coffea's forms: a list of files, or ``{"files": [...] or {file: tree}}``."""
+    out = []
+    for dataset, files in fileset.items():
+        if isinstance(files, dict):
+            files = files.get("files", ())
+        if isinstance(files, str):
+            files = [files]
+        out += [(dataset, f) for f in files if isinstance(f, str) and "://" not in f]
+    return out
+
+
+def check_files(fileset: dict) -> None:
+    missing = [(d, f) for d, f in local_files(fileset) if not Path(f).is_file()]
+    if missing:
+        shown = "; ".join(f"{f} (dataset {d!r})" for d, f in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise FileNotFoundError(f"ROOT file(s) not found: {shown}{more} (--skip-bad-files "
+                                "runs without them)")
+
+
 def connect(scheduler_file: str, timeout: float):
     """A client of the job whose scheduler file this is, with its TLS credentials."""
     from distributed import Client
@@ -101,9 +162,15 @@ def connect(scheduler_file: str, timeout: float):
     path = Path(scheduler_file)
     if not path.is_file():
         raise FileNotFoundError(f"scheduler file {path} does not exist")
-    info = json.loads(path.read_text())
-    address = info.get("address", "")
+    try:
+        info = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise UsageError(f"scheduler file {path} is not JSON: {err}") from err
+    address = info.get("address", "") if isinstance(info, dict) else ""
+    if not address:
+        raise UsageError(f"scheduler file {path} names no scheduler address")
     sec = security.load(path.parent / "tls") if address.startswith("tls://") else None
+    probe(address, min(timeout, 5.0))
     try:
         return Client(address, security=sec, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as err:
@@ -154,7 +221,7 @@ def worker_view() -> dict:
         backend = ("hip" if found[0].vendor == devices.AMD else "cuda") if found else None
     return {"env": {k: os.environ[k] for k in PINNING if k in os.environ},
             "cores": sorted(os.sched_getaffinity(0)), "backend": backend,
-            "devices": [d.describe() for d in found], "pid": os.getpid()}
+            "devices": [d.describe() for d in found], "pid": os.getpid(), "cwd": os.getcwd()}
 
 
 def describe_workers(client) -> dict:
@@ -214,9 +281,15 @@ def execute(args, processor_instance, fileset) -> dict:
 def main(args) -> int:
     if args.local and args.scheduler_file:
         raise UsageError("give --scheduler-file or --local, not both")
+    settings = parse_config(args.config)
     fileset = load_fileset(args.fileset)
+    if not args.skip_bad_files:
+        check_files(fileset)
     processor_instance = load_processor(args.processor)
-    result = execute(args, processor_instance, fileset)
+    import dask
+
+    with dask.config.set(settings):
+        result = execute(args, processor_instance, fileset)
     if args.out:
         with open(args.out, "wb") as f:
             pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -258,6 +331,9 @@ def add(subs) -> None:
     p.add_argument("--min-workers", type=_positive, default=None,
                    help="start once this many workers are there (or, with --wait-plans, "
                         "go on with them after --wait-timeout)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="Dask configuration for the run (repeatable), e.g. "
+                        "gpuexec.placement.gpu-merge=4")
     p.add_argument("--wait-timeout", type=float, default=600.0)
     p.add_argument("--connect-timeout", type=float, default=30.0)
     p.set_defaults(func=main)

@@ -8,7 +8,9 @@ resources (``{"CPU": 1}``), so it can only run there. ``gpu_plan`` and its helpe
 the GPU pool from the host's devices; ``gpuexec.gpu_cluster.GPUCluster`` feeds them.
 
 The cluster is a ``distributed.SpecCluster`` of nanny-managed worker processes bound to
-127.0.0.1, with the dashboard on localhost. ``acquire(spec)`` starts it once and counts a
+127.0.0.1, with the dashboard on localhost. ``security=True``: scheduler, workers and
+clients talk ``tls://`` with credentials of this cluster alone (``Security.temporary()``,
+in memory), so other users of the host cannot connect (docs/deploy.md#gpucluster-tls). ``acquire(spec)`` starts it once and counts a
 holder; ``release(spec)`` lets go, and the last holder closes it (``close_shared`` closes
 it whoever holds it; ``close_all`` at interpreter exit). A spec with
 ``gpu_sharing="mps"`` starts (or joins) an NVIDIA MPS control daemon before its GPU
@@ -184,6 +186,7 @@ class ClusterSpec:
     profile_interval: float | None = None  # of Dask's profiler (profile_settings)
     tick_interval: float | None = None  # of Dask's event-loop tick (worker_settings)
     system_monitor_interval: float | None = None  # of Dask's system monitor
+    security: object = False  # True: TLS with fresh credentials; or a distributed Security
 
     def __post_init__(self):
         if self.gpu_sharing not in ("none", "mps"):
@@ -204,7 +207,8 @@ class ClusterSpec:
               gpu_slots: int | None = None, gpu_backend: str = "cuda",
               gpu_sharing: str = "none", profile_interval: float | None = None,
               tick_interval: float | None = None,
-              system_monitor_interval: float | None = None) -> "ClusterSpec":
+              system_monitor_interval: float | None = None,
+              security: object = False) -> "ClusterSpec":
         """A GPU pool with one worker per entry of ``gpu_envs`` (its pinning
         environment; none: no GPU pool) and ``cpu_workers`` CPU workers (default: one per
         ``threads_per_worker`` of the cores the GPU workers leave, at least one when there
@@ -228,20 +232,23 @@ class ClusterSpec:
                    allowed_failures=allowed_failures,
                    gpu_sharing=gpu_sharing if gpu_envs else "none",
                    profile_interval=profile_interval, tick_interval=tick_interval,
-                   system_monitor_interval=system_monitor_interval)
+                   system_monitor_interval=system_monitor_interval, security=security)
 
     def describe(self) -> str:
         text = ", ".join(p.describe() for p in self.pools if p.workers)
         return text + (" sharing each GPU through NVIDIA MPS" if self.gpu_sharing == "mps" else "")
 
-    def worker_specs(self, gpu_env: dict | None = None) -> dict:
+    def worker_specs(self, gpu_env: dict | None = None, security=None) -> dict:
         """Nanny specs of every worker; ``gpu_env`` joins the GPU pools' environment
-        (an MPS daemon's pipe directory, known only once it runs)."""
+        (an MPS daemon's pipe directory, known only once it runs); ``security``: the
+        cluster's TLS credentials (a ``distributed.Security``), None for plain TCP."""
         from distributed import Nanny
 
         specs = {}
+        tls = {} if security is None else {"security": security, "protocol": "tls://"}
         for pool in self.pools:
             options = {
+                **tls,
                 "host": self.host,
                 "nthreads": pool.threads,
                 "resources": dict(pool.resources),
@@ -259,24 +266,43 @@ class ClusterSpec:
 
 def start_cluster(spec: ClusterSpec, gpu_env: dict | None = None):
     """A running SpecCluster for ``spec`` (the caller owns it); ``gpu_env``: extra
-    environment of its GPU workers."""
+    environment of its GPU workers. With ``spec.security`` its ``security`` attribute
+    holds the credentials a ``Client(cluster)`` uses."""
     from distributed import Scheduler, SpecCluster
 
+    security = cluster_security(spec.security)
     scheduler = {"cls": Scheduler, "options": {
-        "host": spec.host, "protocol": "tcp://", "dashboard": True,
-        "dashboard_address": spec.dashboard_address,
+        "host": spec.host, "protocol": "tcp://" if security is None else "tls://",
+        "dashboard": True, "dashboard_address": spec.dashboard_address,
+        **({} if security is None else {"security": security}),
     }}
     import dask
 
     # read by the scheduler and each Nanny as they are made, here
     with dask.config.set(worker_settings(spec.profile_interval, spec.tick_interval,
                                          spec.system_monitor_interval)):
-        cluster = SpecCluster(workers=spec.worker_specs(gpu_env), scheduler=scheduler,
+        cluster = SpecCluster(workers=spec.worker_specs(gpu_env, security),
+                              scheduler=scheduler, security=security,
                               silence_logs=logging.WARNING, name="gpuexec")
     # the scheduler runs in this process: how many worker deaths a task may witness
     # before it is declared a KilledWorker
     cluster.scheduler.allowed_failures = spec.allowed_failures
     return cluster
+
+
+def cluster_security(security):
+    """The ``distributed.Security`` of a spec's ``security`` (None: plain TCP): True makes
+    a key and self-signed certificate for this cluster alone, held in memory only."""
+    if security is None or security is False:
+        return None
+    from distributed.security import Security
+
+    if security is True:
+        return Security.temporary()  # require_encryption=True: no plain-tcp peer
+    if not isinstance(security, Security):
+        raise TypeError(f"security is True, False or a distributed Security, got "
+                        f"{type(security).__name__}")
+    return security
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """``python -m gpuexec.scheduler.worker_cli <dask worker options>``: distributed's ``dask
-worker`` with the Dask settings of gpuexec's workers, for the workers the Slurm scripts
-start (deploy/start_workers.py). They come from this host's Dask configuration
-(``gpuexec.worker.*``, ``gpuexec.gpu.sync``: a YAML next to the job or DASK_GPUEXEC__...
-variables; docs/configuration.md#slurm). A timer or profiler setting that the site's Dask
+worker`` with the Dask settings of gpuexec's workers, for the workers of Slurm jobs
+(``gpuexec.deploy.workers``, ``gpuexec.deploy.jobqueue``). They come from this host's
+Dask configuration (``gpuexec.worker.*``, ``gpuexec.gpu.sync``: a YAML next to the job or
+DASK_GPUEXEC__... variables; docs/configuration.md#slurm). A timer or profiler setting that the site's Dask
 configuration sets to other than Dask's default is kept."""
 
 from __future__ import annotations
