@@ -391,15 +391,9 @@ def split_cores(gpu_workers: int, cores: Sequence[int] | int | None = None, *,
 def shared_gpu_workers(cores: int, n_devices: int) -> int:
     """GPU workers per device where several processes can drive one device concurrently
     (NVIDIA with MPS): seven eighths of its share of ``cores``, the rest for CPU workers.
-    One process's Python feeds a GPU at a fraction of its speed, and threads of one process
-    queue on its interpreter lock: on the H200 host (benchmarks/gpu_concurrency.py, 200k-
-    event tasks) ADL Q8 ran 0.93 M events/s in one process, 1.03 in one process of four
-    threads, 2.57 in four processes; with MPS 3.43 in four and 13.0 in sixteen. Of the 16
-    cores there, 14 GPU workers (2 CPU workers) ran ADL Q8 faster than 12 in four calls
-    (3-17 %; 16 GPU workers and no CPU worker were slower), Q6 faster in two and slower in
-    one, the other queries alike or faster (``executor_gpu_workers_s28_h200.*``,
-    ``executor_all_queries_s28_h200.*``, docs/executor.md); it was three quarters until
-    then, when a GPU task's Python was heavier."""
+    One process's Python feeds a GPU at a fraction of its speed; with MPS, 14 GPU workers
+    and 2 CPU workers of 16 cores ran ADL Q8 3-17 % faster than 12 GPU workers on an
+    NVIDIA H200 (docs/executor.md#pools)."""
     return max(1, 7 * (cores // max(1, n_devices)) // 8)
 
 

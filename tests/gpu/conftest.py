@@ -52,7 +52,7 @@ HYBRID_LAUNCH = {"hybrid": "", "hybrid-ordered": "lane_fold=0",
 
 @pytest.fixture(scope="session")
 def gpu_backend_factory():
-    """GPUBackend per strategy, created once per session (modules compile once). The
+    """GPUBackend per strategy, created once per test run (modules compile once). The
     strategy's own kernels run on every input: ``short_lists=0`` and
     ``long_list_kernel="flat"`` turn off the table's per-list mappings (which have their
     own test), so the test arrays exercise the flattened kernels; "per-list" runs the

@@ -16,9 +16,8 @@ Two levels:
   structure), with no hand-off.
 
 Every step runs in this environment: none reaches a kernel of awkward's own "cuda" backend
-that it takes from cuda.compute (those need numba-cuda-mlir, which the device image lacks;
-until the ninth session such steps were reported as xfail, 67 of them; a failure there now
-fails like any other).
+that it takes from cuda.compute (those need numba-cuda-mlir, which the GPU test machine
+lacks); a failure fails like any other.
 """
 
 from __future__ import annotations
