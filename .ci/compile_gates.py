@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compile gates for gpuexec's portable GPU kernels (CI has no GPU; these need none).
 
-For every compile unit of gpuexec.kernels.gpu.strategies.compile_units(arch):
+For every compile unit of gpuexec.kernels.gpu.units.compile_units(arch):
   gfx90a (hipcc) and gfx942 (clang-19): wavefront size 64, no scratch, no VGPR/SGPR
       spills, no out-of-line calls, global_load_dwordx4 where the unit promises
       "vector_load_128";
@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-table", action="store_true", help="check only, write nothing")
     ap.add_argument("--strategies", metavar="FILE.py",
                     help="check the compile_units of this file (sources in src/ beside it) "
-                         "instead of gpuexec.kernels.gpu.strategies")
+                         "instead of gpuexec.kernels.gpu.units")
     ap.add_argument("--stages", default=",".join(STAGES),
                     help=f"comma-separated subset of {','.join(STAGES)}")
     args = ap.parse_args(argv)

@@ -383,9 +383,10 @@ def main(argv=None) -> int:
 
     import gpuexec.kernels as gk
     from gpuexec.kernels.gpu.backend import GPUBackend
+    from gpuexec.kernels.gpu.plan import PlanRequest
 
     strategies = ["fused", "split", "naive"]
-    backends = {s: GPUBackend(strategy=s) for s in strategies}
+    backends = {s: GPUBackend(plan=PlanRequest(strategy=s)) for s in strategies}
     default = GPUBackend()
     cpu = gk.get_backend("cpu")
     dev = default.device

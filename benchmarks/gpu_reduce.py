@@ -141,16 +141,18 @@ def main() -> int:
     import gpuexec.kernels as gk
     from gpuexec.kernels import validate
     from gpuexec.kernels.gpu.backend import GPUBackend
+    from gpuexec.kernels.gpu.plan import PlanRequest
 
     def backend_of(label: str, launch=None) -> GPUBackend:
         if label in ("tiled", "hybrid"):
-            return GPUBackend(strategy="fused", short_lists=float("inf"), launch=launch,
-                              per_list_kernel=label)
-        return GPUBackend(strategy=label.split("-")[0], launch=launch,
-                          short_lists=0 if label.endswith("-flat") else None,
-                          per_list_kernel="tiled" if label.endswith("-tiled") else None,
-                          long_list_kernel=("hybrid" if label.endswith("-hybrid")
-                                            else "flat" if label.endswith("-flat") else None))
+            return GPUBackend(plan=PlanRequest(strategy="fused", short_lists=float("inf"),
+                                               launch=launch, per_list_kernel=label))
+        return GPUBackend(plan=PlanRequest(
+            strategy=label.split("-")[0], launch=launch,
+            short_lists=0 if label.endswith("-flat") else None,
+            per_list_kernel="tiled" if label.endswith("-tiled") else None,
+            long_list_kernel=("hybrid" if label.endswith("-hybrid")
+                              else "flat" if label.endswith("-flat") else None)))
 
     backends = {s: backend_of(s) for s in STRATEGIES}
     default = GPUBackend()

@@ -112,3 +112,122 @@ def test_the_engine_and_the_placement_policy_load_without_dask(module, absent):
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, cwd=PACKAGE.parent).stdout.split()
     assert loaded == []
+
+
+# -- import circles ----------------------------------------------------------------------
+def _module_path(name: str, root: Path) -> Path | None:
+    """The file of gpuexec module ``name`` under ``root`` (a package's __init__), or None."""
+    base = root.parent.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def import_edges(path: Path, root: Path, lazy: bool) -> set[str]:
+    """The gpuexec modules ``path`` imports: at module level (outside any function; under
+    ``if``/``try`` too), or anywhere with ``lazy``. ``from x import y`` is an edge to the
+    module ``x.y`` where that is a module, else to ``x``; relative imports resolved."""
+    module = _module_name_under(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    nodes = ast.walk(tree) if lazy else _module_level(tree)
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                source = ".".join(parts[: len(parts) - node.level + 1]
+                                  + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                found.add(sub if _module_path(sub, root) is not None else source)
+    return {n for n in found if n.split(".")[0] == root.name and _module_path(n, root)}
+
+
+def _module_level(tree: ast.AST):
+    """The nodes of ``tree`` outside function bodies (class bodies run at import)."""
+    stack = list(ast.iter_child_nodes(tree))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _module_name_under(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_cycles(root: Path, within: str, lazy: bool) -> list[list[str]]:
+    """Every import circle among the modules under ``within`` (a dotted prefix): the
+    strongly connected components of more than one module, or a module importing itself
+    (Tarjan's algorithm over the import graph)."""
+    graph = {}
+    for path in sorted(root.rglob("*.py")):
+        name = _module_name_under(path, root)
+        if name == within or name.startswith(within + "."):
+            graph[name] = {t for t in import_edges(path, root, lazy)
+                           if t == within or t.startswith(within + ".")}
+    index, low, on_stack, stack, cycles = {}, {}, set(), [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph.get(v, ()):
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(cycles)
+
+
+def test_no_import_circle_in_gpuexec():
+    """No circle of module-level imports anywhere in gpuexec."""
+    assert import_cycles(PACKAGE, "gpuexec", lazy=False) == []
+
+
+def test_no_import_circle_in_the_kernel_engine_even_through_lazy_imports():
+    """Inside gpuexec.kernels not even imports inside functions close a circle: backends
+    are found by name (dispatch's factory table), shared pieces live below both users."""
+    assert import_cycles(PACKAGE, "gpuexec.kernels", lazy=True) == []
+
+
+def test_the_cycle_finder_sees_module_level_and_lazy_circles(tmp_path):
+    fake = tmp_path / "gpuexec"
+    (fake / "kernels" / "gpu").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "kernels" / "__init__.py").write_text("")
+    (fake / "kernels" / "dispatch.py").write_text("from gpuexec.kernels.gpu import make\n")
+    (fake / "kernels" / "gpu" / "__init__.py").write_text(
+        "def make():\n    from ..dispatch import thing\n    return thing\n")
+    (fake / "kernels" / "a.py").write_text("from . import b\n")
+    (fake / "kernels" / "b.py").write_text("if True:\n    from gpuexec.kernels.a import x\n")
+    (fake / "kernels" / "c.py").write_text("import gpuexec.kernels.a\n")
+    assert import_cycles(fake, "gpuexec", lazy=False) == [
+        ["gpuexec.kernels.a", "gpuexec.kernels.b"]]
+    assert import_cycles(fake, "gpuexec.kernels", lazy=True) == [
+        ["gpuexec.kernels.a", "gpuexec.kernels.b"],
+        ["gpuexec.kernels.dispatch", "gpuexec.kernels.gpu"]]

@@ -1,5 +1,6 @@
-"""The vendor strategy table without a GPU: defaults per architecture, overrides, and
-the short-list rule that maps one list per thread below a mean list length."""
+"""The GPU reduction policy without a GPU: defaults per architecture, plan requests, the
+short-list rule that maps one list per thread below a mean list length, the policy's
+choices pinned over a grid of inputs, and the properties every row must have."""
 
 from __future__ import annotations
 
@@ -7,19 +8,21 @@ import math
 
 import pytest
 
-from gpuexec.kernels.gpu import strategies as S
+from gpuexec.kernels.gpu import catalog as C
+from gpuexec.kernels.gpu import plan as P
+from gpuexec.kernels.gpu import policy, units
 
 
 def test_defaults_per_vendor():
-    assert S.plan("gfx90a").strategy.name == "split" and S.plan("gfx90a").wave == 64
-    assert S.plan("gfx942").strategy.name == "split"
-    assert S.plan("sm_90").strategy.name == "fused" and S.plan("sm_90").wave == 32
+    assert P.plan_for("gfx90a").strategy.name == "split" and P.plan_for("gfx90a").wave == 64
+    assert P.plan_for("gfx942").strategy.name == "split"
+    assert P.plan_for("sm_90").strategy.name == "fused" and P.plan_for("sm_90").wave == 32
     with pytest.raises(LookupError):
-        S.plan("vega-unknown")
+        P.plan_for("vega-unknown")
 
 
 def test_short_list_rule_uses_the_mean_list_length():
-    p = S.plan("sm_90")
+    p = P.plan_for("sm_90")
     arg, other = p.short_lists["argmax"], p.short_lists["*"]
     assert p.per_list("argmax", 1000, int(1000 * arg) - 1)
     assert not p.per_list("argmax", 1000, int(1000 * arg))
@@ -28,41 +31,38 @@ def test_short_list_rule_uses_the_mean_list_length():
     assert not p.per_list("sum", 0, 0)  # no lists: nothing to map
 
 
-def test_short_list_rule_overrides(monkeypatch):
-    assert not S.plan("sm_90", short_lists=0).per_list("argmax", 1000, 10)
-    assert S.plan("sm_90", short_lists=100).per_list("sum", 10, 999)
-    assert not S.plan("sm_90", "naive").per_list("sum", 1000, 10)  # already per list
-    monkeypatch.setenv("GPUEXEC_GPU_SHORT_LISTS", "0")
-    assert not S.plan("sm_90").per_list("argmax", 1000, 10)
+def test_short_list_rule_overrides():
+    assert not P.plan_for("sm_90", short_lists=0).per_list("argmax", 1000, 10)
+    assert P.plan_for("sm_90", short_lists=100).per_list("sum", 10, 999)
+    assert not P.plan_for("sm_90", strategy="naive").per_list("sum", 1000, 10)  # already per list
+    assert not P.plan_for("sm_90", P.PlanRequest(short_lists=0)).per_list("argmax", 1000, 10)
 
 
-def test_per_list_kernel_choice(monkeypatch):
-    p = S.plan("sm_90")
-    row = S.arch_row("sm_90").per_list_kernels
+def test_per_list_kernel_choice():
+    p = P.plan_for("sm_90")
+    row = policy.arch_row("sm_90").per_list_kernels
     assert p.per_list_kernel("sum") == row.get("sum", row["*"])
     assert p.per_list_kernel("min") == row.get("min", row["*"])
-    assert S.plan("gfx90a").per_list_kernel("sum") == "naive"  # not measured on AMD: the plain port
-    tiled = S.plan("sm_90", per_list_kernel="tiled")
+    assert P.plan_for("gfx90a").per_list_kernel("sum") == "naive"  # not measured on AMD: the plain port
+    tiled = P.plan_for("sm_90", per_list_kernel="tiled")
     assert {tiled.per_list_kernel(op) for op in ("sum", "argmax")} == {"tiled"}
-    monkeypatch.setenv("GPUEXEC_GPU_PER_LIST_KERNEL", "tiled")
-    assert S.plan("gfx90a").per_list_kernel("min") == "tiled"
-    # the argument before the environment
-    assert S.plan("gfx90a", per_list_kernel="naive").per_list_kernel("min") == "naive"
+    assert P.plan_for("gfx90a", per_list_kernel="tiled").per_list_kernel("min") == "tiled"
+    assert P.plan_for("gfx90a", per_list_kernel="naive").per_list_kernel("min") == "naive"
     with pytest.raises(ValueError, match="per-list kernel"):
-        S.plan("sm_90", per_list_kernel="warp")
+        P.plan_for("sm_90", per_list_kernel="warp")
     # "op:dtype" entries before the op's own and the row's "*"
     assert p.per_list_kernel("sum", "float64") == row.get("sum:float64", row["*"])
     assert p.per_list_kernel("sum", "float32") == row.get("sum:float32", row["*"])
     # every per-list kernel is compiled (and gated) in the naive unit
-    naive = S.kernel_names(S.OPS_BY_CONTRACT["reduce_sum"], S.STRATEGIES["naive"])
-    assert set(naive) == set(S.PER_LIST_KERNELS)
+    naive = units.kernel_names(C.OPS_BY_CONTRACT["reduce_sum"], C.STRATEGIES["naive"])
+    assert set(naive) == set(C.PER_LIST_KERNELS)
 
 
-def test_tiled_kernel_by_width_and_size(monkeypatch):
+def test_tiled_kernel_by_width_and_size():
     """Short lists: the H200 row stages float64 sums/products/extrema and int64 extrema in
     shared memory (the tiled kernel) once the content outgrows L2; smaller content, int64
     sums and 4-byte values run the naive kernel (device time, gpu_device_time_widths)."""
-    p = S.plan("sm_90")
+    p = P.plan_for("sm_90")
     big, small = (2_000_000, 10_000_000), (200_000, 1_000_000)  # lists, elements: mean 5
     for op in ("sum", "prod", "min", "max"):
         assert p.per_list_role(op, *big, "float64") == "tiled"
@@ -80,20 +80,20 @@ def test_tiled_kernel_by_width_and_size(monkeypatch):
     rule = p.per_list_rule("sum", "float32")
     assert (rule.short, rule.short_from) == ("naive", 0)
     # a per-list kernel the caller names runs on every input (no bound)
-    for forced in (S.plan("sm_90", per_list_kernel="tiled"),
-                   S.plan("sm_90", "split", per_list_kernel="tiled")):
+    for forced in (P.plan_for("sm_90", per_list_kernel="tiled"),
+                   P.plan_for("sm_90", strategy="split", per_list_kernel="tiled")):
         assert forced.per_list_role("sum", *small, "float32") == "tiled"
-    monkeypatch.setenv("GPUEXEC_GPU_PER_LIST_KERNEL", "tiled")
-    assert S.plan("sm_90").per_list_role("min", *small, "int8") == "tiled"
+    request = P.PlanRequest(per_list_kernel="tiled")
+    assert P.plan_for("sm_90", request).per_list_role("min", *small, "int8") == "tiled"
     # not measured on AMD: the plain port everywhere
-    assert S.plan("gfx90a", per_list_kernel=None).tiled_from_bytes == 0
+    assert P.plan_for("gfx90a", per_list_kernel=None).tiled_from_bytes == 0
 
 
-def test_long_list_kernel_choice(monkeypatch):
+def test_long_list_kernel_choice():
     """Above the short-list threshold the row's long-list kernel decides: the strategy's
     flattened passes (``flat``, per_list_role None) or the naive unit's hybrid kernel."""
-    flat = S.plan("sm_90", long_list_kernel="flat")
-    hybrid = S.plan("sm_90", long_list_kernel="hybrid")
+    flat = P.plan_for("sm_90", long_list_kernel="flat")
+    hybrid = P.plan_for("sm_90", long_list_kernel="hybrid")
     below = int(1000 * flat.short_lists["*"]) - 1
     above = int(1000 * flat.short_lists["*"]) * 10
     assert flat.per_list_role("sum", 1000, below) == flat.per_list_kernel("sum")
@@ -102,28 +102,28 @@ def test_long_list_kernel_choice(monkeypatch):
     assert hybrid.per_list_role("sum", 1000, above) == "hybrid"
     assert hybrid.per_list_role("sum", 0, 0) is None
     # the naive strategy is per list already; split follows the same rule as fused
-    assert S.plan("sm_90", "naive", long_list_kernel="hybrid").per_list_role("sum", 10, 10**6) is None
-    assert S.plan("sm_90", "split", long_list_kernel="hybrid").per_list_role("sum", 10, 10**6) == "hybrid"
+    assert P.plan_for("sm_90", strategy="naive", long_list_kernel="hybrid").per_list_role("sum", 10, 10**6) is None
+    assert P.plan_for("sm_90", strategy="split", long_list_kernel="hybrid").per_list_role("sum", 10, 10**6) == "hybrid"
     # the naive unit is loaded ahead where some input may use it
     assert hybrid.uses_per_list_unit("argmax")
-    assert S.plan("sm_90", short_lists=0, long_list_kernel="hybrid").uses_per_list_unit("sum")
-    assert not S.plan("sm_90", short_lists=0, long_list_kernel="flat").uses_per_list_unit("sum")
+    assert P.plan_for("sm_90", short_lists=0, long_list_kernel="hybrid").uses_per_list_unit("sum")
+    assert not P.plan_for("sm_90", short_lists=0, long_list_kernel="flat").uses_per_list_unit("sum")
     assert hybrid.per_list_plan().strategy.name == "naive"
-    monkeypatch.setenv("GPUEXEC_GPU_LONG_LIST_KERNEL", "hybrid")
-    assert S.plan("gfx90a").long_list_kernel("min") == "hybrid"
-    assert S.plan("gfx90a", long_list_kernel="flat").long_list_kernel("min") == "flat"
+    request = P.PlanRequest(long_list_kernel="hybrid")
+    assert P.plan_for("gfx90a", request).long_list_kernel("min") == "hybrid"
+    assert P.plan_for("gfx90a", long_list_kernel="flat").long_list_kernel("min") == "flat"
     with pytest.raises(ValueError, match="long-list kernel"):
-        S.plan("sm_90", long_list_kernel="tiled")
+        P.plan_for("sm_90", long_list_kernel="tiled")
 
 
 def test_hybrid_kernel_gets_its_own_launch_bound():
-    p = S.plan("sm_90").per_list_plan()
-    unit = S.unit_for(p, S.OPS_BY_CONTRACT["reduce_min"])
+    p = P.plan_for("sm_90").per_list_plan()
+    unit = units.unit_for(p, C.OPS_BY_CONTRACT["reduce_min"])
     assert unit.defines["GK_HYBRID_MIN_BLOCKS"] == p.launch_of("hybrid", "min").min_blocks
     # and its own block size, apart from the unit's (naive, tiled)
     assert unit.defines["GK_HYBRID_BLOCK"] == p.launch_of("hybrid", "min").block
     assert unit.defines["GK_BLOCK"] == p.launch_of("naive", "min").block
-    assert S.plan("sm_90", launch="hybrid:block=64").per_list_plan().launch_of("hybrid").block == 64
+    assert P.plan_for("sm_90", launch="hybrid:block=64").per_list_plan().launch_of("hybrid").block == 64
     assert "gk_min_float64_hybrid" in unit.kernels
     assert "vector_load_128" in unit.promises["gk_min_float64_hybrid"]
     # on NVIDIA the SASS gate also holds it to issuing a tile's loads before its folds (the
@@ -133,42 +133,44 @@ def test_hybrid_kernel_gets_its_own_launch_bound():
     assert "tile_loads_first" not in unit.promises["gk_min_float64_staged"]
     # the shared kernel streams with the same loop: same promises, its own block and bound
     assert {"vector_load_128", "tile_loads_first"} <= unit.promises["gk_min_float64_shared"]
-    for u, op in ((unit, "min"), (S.unit_for(p, S.OPS_BY_CONTRACT["reduce_argmax"]), "argmax")):
+    for u, op in ((unit, "min"), (units.unit_for(p, C.OPS_BY_CONTRACT["reduce_argmax"]), "argmax")):
         assert u.defines["GK_SHARED_BLOCK"] == p.launch_of("shared", op).block
         assert u.defines["GK_SHARED_MIN_BLOCKS"] == p.launch_of("shared", op).min_blocks
     assert p.launch_of("shared", "argmax") != p.launch_of("shared", "min")
-    cdna = S.unit_for(S.plan("gfx90a").per_list_plan(), S.OPS_BY_CONTRACT["reduce_min"])
+    cdna = units.unit_for(P.plan_for("gfx90a").per_list_plan(), C.OPS_BY_CONTRACT["reduce_min"])
     assert "tile_loads_first" not in cdna.promises["gk_min_float64_hybrid"]
     # the lanes' read layout and tile width are compiled in, per op, and overridable
-    arg = S.unit_for(p, S.OPS_BY_CONTRACT["reduce_argmax"])
+    arg = units.unit_for(p, C.OPS_BY_CONTRACT["reduce_argmax"])
     for u, op in ((unit, "min"), (arg, "argmax")):
         assert u.defines["GK_HYBRID_INTERLEAVE"] == p.launch_of("hybrid", op).interleave == 1
         assert u.defines["GK_HYBRID_ITEM_BYTES"] == p.launch_of("hybrid", op).item_bytes
         assert u.defines["GK_HYBRID_SHORT_BATCH"] == p.launch_of("hybrid", op).short_batch == 8
         assert u.defines["GK_HYBRID_GROUP"] == p.launch_of("hybrid", op).group == 8
-    stretch = S.plan("sm_90", launch="hybrid:interleave=0").per_list_plan()
-    assert S.unit_for(stretch, S.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_INTERLEAVE"] == 0
+    stretch = P.plan_for("sm_90", launch="hybrid:interleave=0").per_list_plan()
+    assert units.unit_for(stretch, C.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_INTERLEAVE"] == 0
     with pytest.raises(ValueError, match="interleave"):
-        S.Launch(interleave=2)
+        C.Launch(interleave=2)
     with pytest.raises(ValueError, match="short_batch"):
-        S.Launch(short_batch=3)
-    whole = S.plan("sm_90", launch="hybrid:group=1").per_list_plan()
-    assert S.unit_for(whole, S.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_GROUP"] == 1
+        C.Launch(short_batch=3)
+    whole = P.plan_for("sm_90", launch="hybrid:group=1").per_list_plan()
+    assert units.unit_for(whole, C.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_GROUP"] == 1
     with pytest.raises(ValueError, match="group"):
-        S.Launch(group=3)
+        C.Launch(group=3)
 
 
-def test_launch_overrides_and_block_rule(monkeypatch):
-    monkeypatch.setenv("GPUEXEC_GPU_LAUNCH", "fused:block=512")
-    assert S.plan("sm_90").launch_of("fused").block == 512
+def test_launch_overrides_and_block_rule():
+    assert P.plan_for("sm_90", launch="fused:block=512").launch_of("fused").block == 512
+    assert P.plan_for("sm_90", launch={"fused": {"block": 512}}).launch_of("fused").block == 512
+    with pytest.raises(ValueError, match="unknown field"):
+        P.plan_for("sm_90", launch="fused:blocks=512")
     with pytest.raises(ValueError, match="multiple of 64"):
-        S.Launch(block=96)
+        C.Launch(block=96)
 
 
 def test_family_per_list_window():
     """The filter runs its per-list kernels on many lists of about five (measured on the
     H200); shorter, longer or fewer lists keep the strategy's flattened passes."""
-    p = S.plan("sm_90")
+    p = P.plan_for("sm_90")
     assert p.family_runs_per_list("filter", 20_000_000, 100_000_000)
     assert not p.family_runs_per_list("filter", 200_000, 1_000_000)  # too few lists
     assert p.family_runs_per_list("filter", 400_000, 2_000_000)
@@ -177,17 +179,17 @@ def test_family_per_list_window():
     assert not p.family_runs_per_list("filter", 0, 0)
     assert not p.family_runs_per_list("local_index", 20_000_000, 100_000_000)
     assert not p.family_runs_per_list("gather", 400, 2000)
-    assert not S.plan("sm_90", strategy="naive").family_runs_per_list("filter", 20_000_000,
+    assert not P.plan_for("sm_90", strategy="naive").family_runs_per_list("filter", 20_000_000,
                                                                        100_000_000)
-    assert not S.plan("gfx90a").family_runs_per_list("filter", 20_000_000, 100_000_000)
+    assert not P.plan_for("gfx90a").family_runs_per_list("filter", 20_000_000, 100_000_000)
     # "always flattened" clears the windows; an argument replaces them
-    assert not S.plan("sm_90", short_lists=0).family_runs_per_list("filter", 20_000_000,
+    assert not P.plan_for("sm_90", short_lists=0).family_runs_per_list("filter", 20_000_000,
                                                                     100_000_000)
-    everywhere = {"filter": S.ListWindow(0, float("inf"))}
-    assert S.plan("sm_90", family_per_list=everywhere).family_runs_per_list("filter", 3, 1)
-    window = S.ListWindow(4, 8, 10)
+    everywhere = {"filter": C.ListWindow(0, float("inf"))}
+    assert P.plan_for("sm_90", family_per_list=everywhere).family_runs_per_list("filter", 3, 1)
+    window = C.ListWindow(4, 8, 10)
     assert window.holds(10, 40) and not window.holds(10, 80) and not window.holds(9, 45)
-    bounded = S.ListWindow(0, 16, lists_below=100, elements_below=500, strategies=("split",))
+    bounded = C.ListWindow(0, 16, lists_below=100, elements_below=500, strategies=("split",))
     assert bounded.holds(99, 400, "split") and not bounded.holds(100, 400, "split")
     assert not bounded.holds(40, 500, "split") and not bounded.holds(99, 400, "fused")
 
@@ -197,7 +199,7 @@ def test_small_inputs_run_the_per_list_kernels_where_the_h200_measured_them_fast
     local_index below a size, the filter and combinations under split (its partition
     pass) run one thread per list; more lists, or long ones, keep the flattened passes
     (the sm_ row's windows, from gpu_family_sweep.json)."""
-    fused, split = S.plan("sm_90", strategy="fused"), S.plan("sm_90", strategy="split")
+    fused, split = P.plan_for("sm_90", strategy="fused"), P.plan_for("sm_90", strategy="split")
     small, mid = (24_400, 122_000), (400_000, 2_000_000)
     many, long_lists = (800_000, 4_000_000), (9_285, 1_000_000)  # mean length 5, 108
     for p in (fused, split):
@@ -222,21 +224,21 @@ def test_small_inputs_run_the_per_list_kernels_where_the_h200_measured_them_fast
     for p in (fused, split):
         assert p.family_runs_per_list("carry", 1_000_000, 1_000_000)
         assert not p.family_runs_per_list("carry", 2_000_000, 2_000_000)
-    assert not S.plan("sm_90", short_lists=0).family_runs_per_list("carry", 1000, 1000)
+    assert not P.plan_for("sm_90", short_lists=0).family_runs_per_list("carry", 1000, 1000)
     # combinations' mean is of tuples: pairs of Poisson(5) 12.5 per list, triplets 20.8
     assert split.family_runs_per_list("combinations", 200_000, 2_500_000)
     assert not split.family_runs_per_list("combinations", 200_000, 4_160_000)
     assert split.family_runs_per_list("combinations", 100_000, 2_080_000)
     assert not split.family_runs_per_list("combinations", *many)
-    assert not S.plan("sm_90", strategy="naive").family_runs_per_list("sort", *small)
-    assert not S.plan("sm_90", short_lists=0).family_runs_per_list("sort", *small)
+    assert not P.plan_for("sm_90", strategy="naive").family_runs_per_list("sort", *small)
+    assert not P.plan_for("sm_90", short_lists=0).family_runs_per_list("sort", *small)
 
 
 def test_staged_kernel_band():
     """On the mean lengths of the row's ``staged_lists`` band the hybrid kernel's staged
     variant runs, around it the hybrid one; ops whose long lists run the flattened passes
     never stage; ``staged_lists`` and per-(op, dtype) ``short_lists`` overrides."""
-    p = S.plan("sm_90")
+    p = P.plan_for("sm_90")
     lo, hi = p.staged_lists["*"]
     n = 10_000
     assert p.per_list_role("sum", n, int(n * lo), "float64") == "staged"
@@ -247,12 +249,12 @@ def test_staged_kernel_band():
     assert p.per_list_role("argmax", n, int(n * lo) - 1, "float64") == "naive"
     assert p.per_list_role("argmax", n, int(n * lo), "int64") == "staged"
     assert p.per_list_role("any", n, n * 20, "bool") is None  # flattened long lists
-    assert S.plan("sm_90", staged_lists=()).per_list_role("sum", n, n * 20) == "hybrid"
-    forced = S.plan("sm_90", staged_lists=(0, math.inf))
+    assert P.plan_for("sm_90", staged_lists=()).per_list_role("sum", n, n * 20) == "hybrid"
+    forced = P.plan_for("sm_90", staged_lists=(0, math.inf))
     assert forced.per_list_role("sum", n, n * 200) == "staged"
     assert forced.uses_per_list_unit("sum")
-    assert S.plan("gfx90a").staged_lists == {}  # not measured on AMD
-    q = S.plan("sm_90", short_lists={"sum:int64": 12, "*": 8})
+    assert P.plan_for("gfx90a").staged_lists == {}  # not measured on AMD
+    q = P.plan_for("sm_90", short_lists={"sum:int64": 12, "*": 8})
     assert q.per_list_role("sum", n, n * 10, "int64") == "naive"
     assert q.per_list_role("sum", n, n * 10, "int32") == "hybrid"
     assert q.family_per_list  # a table of thresholds keeps the families' windows
@@ -264,7 +266,7 @@ def test_the_longest_list_moves_the_short_list_rule():
     kernel (no list per thread, no staging), or to the row's kernel for long tails (the
     shared one) where the offsets check counted enough long lists; unknown, the mean
     decides as before."""
-    p = S.plan("sm_90")
+    p = P.plan_for("sm_90")
     n = 4_000_000  # float64 content from 20M elements: past the tiled kernel's 64 MB
     rule = p.per_list_rule("sum", "float64")
     assert rule.bounded > rule.below and rule.short == "tiled"
@@ -282,7 +284,7 @@ def test_the_longest_list_moves_the_short_list_rule():
     assert p.per_list_role("sum", n, 12 * n, "int64", longest=30) == "hybrid"
     assert p.per_list_role("sum", 1000, 24_000, "float64", longest=30) == "staged"
     # an override of the thresholds holds for every kernel
-    assert S.plan("sm_90", short_lists=8).per_list_role("sum", n, mean * n, "float64",
+    assert P.plan_for("sm_90", short_lists=8).per_list_role("sum", n, mean * n, "float64",
                                                         longest=60) == "staged"
     # long lists counted: a few, holding a small share of the elements, are no long tail;
     # the tiled kernel bears a larger share than one thread per list from global memory
@@ -296,7 +298,7 @@ def test_the_longest_list_moves_the_short_list_rule():
     assert p.per_list_role("max", n, 13 * n, "float64", longest=2000,
                            n_long=few_tiled + 1) == "hybrid"
     assert p.per_list_role("sum", n, mean * n, "float64", longest=5000, n_long=3) == "tiled"
-    assert S.plan("sm_90", few_long=0).per_list_role("sum", n, mean * n, "float64",
+    assert P.plan_for("sm_90", few_long=0).per_list_role("sum", n, mean * n, "float64",
                                                      longest=5000, n_long=3) == "hybrid"
     # many long lists: a block's waves share them (the shared kernel), from the row's share
     many = math.ceil(p.tail_from * n)
@@ -308,13 +310,122 @@ def test_the_longest_list_moves_the_short_list_rule():
                                n_long=many - 1) == "hybrid"
     # the kernel of a long tail: a table entry or one for all (on every tail), never an
     # unknown one
-    assert S.plan("sm_90", tail_lists="hybrid").per_list_role(
+    assert P.plan_for("sm_90", tail_lists="hybrid").per_list_role(
         "sum", n, mean * n, "float64", longest=5000, n_long=many) == "hybrid"
-    assert S.plan("sm_90", tail_lists={"argmax": "shared"}).per_list_role(
+    assert P.plan_for("sm_90", tail_lists={"argmax": "shared"}).per_list_role(
         "argmax", n, 13 * n, "float64", longest=2000) == "shared"
     # a streaming kernel named by the caller holds for long tails too; a per-list one not
     for forced, want in (("hybrid", "hybrid"), ("shared", "shared"), ("tiled", "hybrid")):
-        assert S.plan("sm_90", per_list_kernel=forced).per_list_role(
+        assert P.plan_for("sm_90", per_list_kernel=forced).per_list_role(
             "argmax", n, 13 * n, "float64", longest=2000) == want
     with pytest.raises(ValueError, match="long-tail kernel"):
-        S.plan("sm_90", tail_lists="staged")
+        P.plan_for("sm_90", tail_lists="staged")
+
+
+# -- the policy pinned, and the properties of every row ----------------------------------
+def _current_pin():
+    import policy_pin
+
+    from gpuexec.kernels.gpu.families import FAMILIES
+
+    return policy_pin.pin(lambda arch, **kw: P.plan_for(arch, **kw),
+                          [(op.device, op.dtypes) for op in C.OPS if op.dtypes],
+                          [f.name for f in FAMILIES], units.compile_units)
+
+
+def test_policy_choices_and_compile_units_match_the_pin():
+    """For a grid of list counts, mean and longest lengths and long-list shares, every
+    architecture, forced plan, op and dtype picks the kernel it is pinned to, every family
+    window holds where pinned, and every compile unit keeps its defines, kernels and
+    promises (tests/policy_pin.py; regenerated only where a policy change is meant)."""
+    import json
+
+    import policy_pin
+
+    with open(policy_pin.PIN_PATH) as f:
+        pinned = json.load(f)
+    current = _current_pin()
+    for part in ("strategy", "units"):
+        assert current[part] == pinned[part], part
+    for part in ("reduce", "families"):
+        got = {k: current[part]["records"][i] for k, i in current[part]["by_key"].items()}
+        want = {k: pinned[part]["records"][i] for k, i in pinned[part]["by_key"].items()}
+        assert got.keys() == want.keys(), part
+        assert [k for k in want if got[k] != want[k]] == [], part
+
+
+def _op_keys_valid(table: dict) -> list:
+    """Keys of an op table that name no op (or no dtype of it)."""
+    ops = {op.device: op.dtypes for op in C.OPS}
+    bad = []
+    for key in table:
+        op, _, dtype = key.partition(":")
+        if key != "*" and (op not in ops or (dtype and dtype not in ops[op])):
+            bad.append(key)
+    return bad
+
+
+@pytest.mark.parametrize("row", policy.ARCHES, ids=lambda r: r.pattern)
+def test_every_policy_row_is_valid(row):
+    from gpuexec.kernels.gpu.families import BY_NAME
+
+    assert row.vendor in ("cuda", "hip") and row.wave in (32, 64)
+    assert row.strategy in C.STRATEGIES
+    roles = {r for st in C.STRATEGIES.values() for r in st.passes} | set(C.PER_LIST_KERNELS)
+    for key, launch in row.launch.items():
+        role, _, op = key.partition(":")
+        assert isinstance(launch, C.Launch) and (role in roles or role in BY_NAME), key
+        assert not op or not _op_keys_valid({op: None}), key
+    for table, known in ((row.per_list_kernels, C.PER_LIST_KERNELS),
+                         (row.long_list_kernels, C.LONG_LIST_KERNELS),
+                         (row.tail_lists, C.TAIL_KERNELS)):
+        assert set(table.values()) <= set(known) and _op_keys_valid(table) == []
+    for table in (row.short_lists, row.staged_lists, row.tiled_lists):
+        assert _op_keys_valid(table) == []
+    assert all(0 <= lo <= hi for lo, hi in row.staged_lists.values())
+    assert all(v >= 0 for v in (*row.short_lists.values(), *row.tiled_lists.values()))
+    for family, windows in row.family_per_list.items():
+        assert family in BY_NAME
+        for w in windows if isinstance(windows, tuple) else (windows,):
+            assert isinstance(w, C.ListWindow) and w.mean_from <= w.mean_below
+            assert set(w.strategies) <= {n for n, st in C.STRATEGIES.items() if st.flatten}
+    assert 0 <= row.tail_from <= 1 and row.tail[2] <= row.tail[3]
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx942", "gfx1100", "sm_90"])
+def test_every_kernel_the_policy_names_is_compiled(arch):
+    """Each per-list kernel a plan may pick, and each pass of its strategy, is a kernel of
+    a compile unit of ``compile_units(arch)`` (so the CI gates check it)."""
+    compiled = {k for u in units.compile_units(arch) for k in u.kernels}
+    p = P.plan_for(arch)
+    for op in C.OPS:
+        for dt in op.dtypes:
+            rule = p.per_list_rule(op.device, dt)
+            named = {rule.short, "naive", *p.strategy.passes}
+            named |= {k for k in (rule.long, rule.tail) if k}
+            named |= {"staged"} if rule.staged_below > rule.staged_from else set()
+            for role in named:
+                name = "gk_partition" if role == "partition" else f"gk_{op.device}_{dt}_{role}"
+                assert name in compiled, (arch, name)
+
+
+@pytest.mark.parametrize("arch", ["gfx90a", "sm_90"])
+def test_lists_leave_the_per_thread_kernels_once_as_they_grow(arch):
+    """For a fixed list count, as the mean length grows (or, at a fixed mean, the longest
+    list), a reduction leaves the one-list-per-thread kernels (naive, tiled) at most once
+    and never comes back."""
+    p = P.plan_for(arch)
+    per_thread = {"naive", "tiled"}
+    means = [0.5 * 1.25 ** k for k in range(40)]
+    for op in C.OPS:
+        for dt in op.dtypes:
+            choose = p.per_list_chooser(op.device, dt)
+            size = 8 if dt in ("float64", "int64") else 4
+            for n in (1000, 4_000_000):
+                for longest in (None, 64, 5000):
+                    picks = [choose(n, int(n * m), int(n * m) * size, longest) in per_thread
+                             for m in means if longest is None or longest >= m]
+                    assert picks == sorted(picks, reverse=True), (op.device, dt, n, longest)
+                picks = [choose(n, 12 * n, 12 * n * size, longest) in per_thread
+                         for longest in (12, 24, 64, 65, 200, 2000, 20_000)]
+                assert picks == sorted(picks, reverse=True), (op.device, dt, n)

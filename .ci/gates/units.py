@@ -44,7 +44,7 @@ def load_units(arch: str, strategies: str | None = None) -> list[Unit]:
     strategies: another file defining compile_units(arch), its sources in src/ beside
     it (the gates' own tests use this to show that a bad kernel fails)."""
     if strategies is None:
-        from gpuexec.kernels.gpu.strategies import compile_units
+        from gpuexec.kernels.gpu.units import compile_units
         src_dir = SRC_DIR
     else:
         spec = importlib.util.spec_from_file_location("_gate_strategies", strategies)

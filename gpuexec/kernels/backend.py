@@ -152,6 +152,22 @@ class Backend:
         return f"<gpuexec Backend {self.name!r} ({len(self._table)} kernels)>"
 
 
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run here (missing package, no device, ...)."""
+
+def awkward_backend_of(array) -> str:
+    """The awkward backend name of an array, record or layout. ``ak.backend`` would do,
+    but on a failure path awkward formats its arguments, and its dispatch wrapper costs
+    about a millisecond per call on a device array (it renders the array's repr)."""
+    import awkward as ak
+
+    if isinstance(array, (ak.Array, ak.Record)):
+        return array.layout.backend.name
+    if isinstance(array, ak.contents.Content):
+        return array.backend.name
+    return ak.backend(array)
+
+
 def _counted(name: str, fn: Callable) -> Callable:
     from gpuexec.kernels.stats import record_kernel
 

@@ -14,18 +14,14 @@ import importlib
 import threading
 from contextlib import contextmanager
 
-from gpuexec.kernels.backend import Backend
-
-
-class BackendUnavailable(RuntimeError):
-    """The requested backend cannot run here (missing package, no device, ...)."""
+from gpuexec.kernels.backend import Backend, BackendUnavailable, awkward_backend_of  # noqa: F401
 
 
 # name -> "module:factory"; the factory returns a Backend or raises BackendUnavailable.
 _FACTORIES = {
     "cpu": "gpuexec.kernels.cpu:create_backend",
-    "cuda": "gpuexec.kernels.gpu:create_cuda_backend",
-    "hip": "gpuexec.kernels.gpu:create_hip_backend",
+    "cuda": "gpuexec.kernels.gpu.backend:create_cuda_backend",
+    "hip": "gpuexec.kernels.gpu.backend:create_hip_backend",
 }
 _ALIASES = {"numpy": "cpu", "host": "cpu", "rocm": "hip", "amd": "hip", "nvidia": "cuda"}
 
@@ -87,18 +83,6 @@ def using(backend):
     finally:
         _default.reset(token)
 
-
-def awkward_backend_of(array) -> str:
-    """The awkward backend name of an array, record or layout. ``ak.backend`` would do,
-    but on a failure path awkward formats its arguments, and its dispatch wrapper costs
-    about a millisecond per call on a device array (it renders the array's repr)."""
-    import awkward as ak
-
-    if isinstance(array, (ak.Array, ak.Record)):
-        return array.layout.backend.name
-    if isinstance(array, ak.contents.Content):
-        return array.backend.name
-    return ak.backend(array)
 
 
 #: the current ``with gk.using(...)`` backend or None (``ContextVar.get`` itself: no

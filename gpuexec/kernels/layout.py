@@ -23,8 +23,12 @@ import awkward as ak
 import numpy as np
 
 from gpuexec.kernels import validate
-from gpuexec.kernels.api._common import NotNative
 from gpuexec.kernels.memo import WeakMemo
+
+
+class NotNative(Exception):
+    """Raised inside an implementation when a layout/axis is outside what the engine
+    runs natively; the public wrapper then hands the call to awkward and counts it."""
 
 Content = ak.contents.Content
 C = ak.contents

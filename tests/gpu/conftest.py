@@ -68,6 +68,7 @@ def gpu_backend_factory():
     through shared memory, ``stage_bytes``) and "hybrid-shared" the shared kernel (the
     lists a wave would stream queued in the block's shared memory, taken by any wave)."""
     from gpuexec.kernels.gpu.backend import GPUBackend
+    from gpuexec.kernels.gpu.plan import PlanRequest
 
     def make(strategy: str):
         if strategy not in _backends:
@@ -78,11 +79,12 @@ def gpu_backend_factory():
                 if HYBRID_LAUNCH.get(strategy):
                     launch = ";".join(f"{role}:{HYBRID_LAUNCH[strategy]}" for role in
                                       ("hybrid", "hybrid:argmin", "hybrid:argmax"))
-                _backends[strategy] = GPUBackend(strategy="fused", short_lists=float("inf"),
-                                                 per_list_kernel=kernel, launch=launch)
+                _backends[strategy] = GPUBackend(plan=PlanRequest(
+                    strategy="fused", short_lists=float("inf"), per_list_kernel=kernel,
+                    launch=launch))
             else:  # the strategy's flattened kernels whatever the mean list length
-                _backends[strategy] = GPUBackend(strategy=strategy, short_lists=0,
-                                                 long_list_kernel="flat")
+                _backends[strategy] = GPUBackend(plan=PlanRequest(
+                    strategy=strategy, short_lists=0, long_list_kernel="flat"))
         return _backends[strategy]
 
     return make

@@ -55,12 +55,12 @@ def executor():
 
 def _modules_not_loaded(dask_worker=None):
     import gpuexec.kernels as gk
-    from gpuexec.kernels.gpu import families, strategies
+    from gpuexec.kernels.gpu import catalog, families
 
     backend = gk.get_backend("cuda")
-    missing = [op.contract for op in strategies.OPS
+    missing = [op.contract for op in catalog.OPS
                if (op.contract, backend.strategy) not in backend._prepared]
-    missing += [f"{op.contract} per-list" for op in strategies.OPS
+    missing += [f"{op.contract} per-list" for op in catalog.OPS
                 if op.dtypes and backend.plan.uses_per_list_unit(op.device)
                 and (op.contract, "naive") not in backend._prepared]
     missing += [f.name for f in families.FAMILIES if (f.name, False) not in backend._family_modules]

@@ -378,12 +378,13 @@ def test_per_list_windows_run_the_per_list_kernels(family):
     backends run the family's per-list kernels from the naive unit, with the same results
     as awkward."""
     from gpuexec.kernels.gpu.backend import GPUBackend
-    from gpuexec.kernels.gpu.strategies import ListWindow
+    from gpuexec.kernels.gpu.plan import PlanRequest
+    from gpuexec.kernels.gpu.catalog import ListWindow
 
     call, naive_kernel, flat_kernels = _WINDOW_CALLS[family]
     everywhere = {family: ListWindow(0, float("inf"))}
     for strategy in ("fused", "split"):
-        be = GPUBackend(strategy=strategy, family_per_list=everywhere)
+        be = GPUBackend(plan=PlanRequest(strategy=strategy, family_per_list=everywhere))
         for layout in ("listoffset", "listarray"):
             x = case("float64", layout)[0]
             m = ak.local_index(x) % 3 != 1
@@ -425,7 +426,9 @@ def test_carry_gathers_one_element_per_thread_below_the_window(strategy):
 
     from gpuexec.kernels.gpu.backend import GPUBackend
 
-    be = GPUBackend(strategy=strategy)
+    from gpuexec.kernels.gpu.plan import PlanRequest
+
+    be = GPUBackend(plan=PlanRequest(strategy=strategy))
     if "carry" not in be.plan.family_per_list:
         pytest.skip(f"the {be.device.arch} row has no carry window")
     cpu = gk.get_backend("cpu")

@@ -208,9 +208,10 @@ def test_shared_kernel_streams_every_queued_list_once(dtype, launch):
     and take queued lists): every reduction equals awkward's, at the table's block size
     and at two others."""
     from gpuexec.kernels.gpu.backend import GPUBackend
+    from gpuexec.kernels.gpu.plan import PlanRequest
 
-    be = GPUBackend(strategy="fused", short_lists=float("inf"), per_list_kernel="shared",
-                    launch=launch or None)
+    be = GPUBackend(plan=PlanRequest(strategy="fused", short_lists=float("inf"),
+                                     per_list_kernel="shared", launch=launch or None))
     rng = np.random.default_rng(5)
     n = 1000  # not a multiple of any block's lists
     counts = np.where(rng.random(n) < 0.5, rng.integers(257, 3000, n), rng.poisson(20, n))
@@ -322,7 +323,7 @@ def test_kernel_on_misaligned_views(strategy, dtype, start, gpu_backend_factory)
 @pytest.mark.parametrize("fname", ["sum", "min", "argmax", "any"])
 def test_repeated_calls_on_the_same_buffers(fname, strategy, gpu_backend_factory):
     """From its second call on the same checked buffers a reduction takes the launch it
-    remembered (GPUBackend._reducer): other options (initial, mask_identity, keepdims) still
+    remembered (ReduceDispatch): other options (initial, mask_identity, keepdims) still
     give awkward's answers, every call counts its launch, and buffers made after the first
     ones died, at the very device addresses the pool hands out again, get their own
     results, not the remembered ones."""
@@ -393,10 +394,11 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
     hybrid one (or its staged variant) as the long-list kernel says; all give the same
     result as awkward. (Poisson lengths have no long tail: the tiled kernel's threshold
     for such inputs, ``bounded``, holds, and the long lists are above it.)"""
-    from gpuexec.kernels.gpu import strategies as S
     from gpuexec.kernels.gpu.backend import GPUBackend
+    from gpuexec.kernels.gpu.plan import PlanRequest, plan_for
 
-    be = GPUBackend(strategy=strategy, per_list_kernel=per_list, long_list_kernel=long_kernel)
+    be = GPUBackend(plan=PlanRequest(strategy=strategy, per_list_kernel=per_list,
+                                     long_list_kernel=long_kernel))
     threshold = be.plan.short_lists.get(fname, be.plan.short_lists.get("*", 0))
     assert threshold > 1
     above = 4 * max(threshold, be.plan.per_list_rule(fname, "float64").bounded)
@@ -423,7 +425,8 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
                                        rtol=1e-12)
         else:
             assert ak.to_list(ak.to_backend(got, "cpu")) == ak.to_list(want)
-    assert S.plan(be.device.arch, strategy, short_lists=0).per_list(fname, 10, 10) is False
+    flat = plan_for(be.device.arch, strategy=strategy, short_lists=0)
+    assert flat.per_list(fname, 10, 10) is False
 
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint32"])
@@ -510,8 +513,9 @@ def test_table_picks_the_tiled_kernel_by_width_and_size(strategy):
     the content outgrows L2 (64 MB) and the naive one below; 4-byte values run the naive
     one at any size; every choice gives awkward's result."""
     from gpuexec.kernels.gpu.backend import GPUBackend
+    from gpuexec.kernels.gpu.plan import PlanRequest
 
-    be = GPUBackend(strategy=strategy)
+    be = GPUBackend(plan=PlanRequest(strategy=strategy))
     if be.plan.tiled_from_bytes == 0:
         pytest.skip(f"the {be.device.arch} row has no tiled bound")
     rng = np.random.default_rng(5)
@@ -528,14 +532,15 @@ def test_table_picks_the_tiled_kernel_by_width_and_size(strategy):
 
 
 def test_default_strategy_comes_from_the_table(gpu_backend_factory):
-    from gpuexec.kernels.gpu import strategies as S
     from gpuexec.kernels.gpu.backend import GPUBackend
+    from gpuexec.kernels.gpu.plan import plan_for
+    from gpuexec.kernels.gpu.policy import arch_row
 
     be = GPUBackend()
-    row = S.arch_row(be.device.arch)
+    row = arch_row(be.device.arch)
     assert be.strategy == row.strategy
     assert be.device.wave == row.wave
-    assert S.plan("gfx90a").strategy.name == "split"
+    assert plan_for("gfx90a").strategy.name == "split"
 
 
 # -- memory ------------------------------------------------------------------------------------
@@ -573,12 +578,12 @@ def test_failed_launch_names_the_kernel(gpu_backend_factory):
     import cupy as cp
 
     from gpuexec.kernels.gpu import GPUCallError
-    from gpuexec.kernels.gpu import strategies as S
+    from gpuexec.kernels.gpu.catalog import OPS_BY_CONTRACT
 
     be = gpu_backend_factory("fused")
     offsets = cp.arange(11, dtype=np.int64)
     out = cp.empty(10, dtype=np.int64)
-    fn = be._functions(S.OPS_BY_CONTRACT["reduce_count"])["gk_count"]
+    fn = be.functions(OPS_BY_CONTRACT["reduce_count"])["gk_count"]
     with pytest.raises(GPUCallError) as info:  # no device runs 2048 threads per block
         be._launch("gk_count", fn, 1, 2048, (offsets.data.ptr, 10, out.data.ptr))
     assert "gk_count" in str(info.value) and "block 2048" in str(info.value)

@@ -11,11 +11,7 @@ import numpy as np
 
 from gpuexec.kernels import dispatch, stats
 from gpuexec.kernels.api._results import plain_array
-
-
-class NotNative(Exception):
-    """Raised inside an implementation when a layout/axis is outside what the engine
-    runs natively; the public wrapper then hands the call to awkward and counts it."""
+from gpuexec.kernels.layout import NotNative, is_numbers  # noqa: F401 (NotNative: api's)
 
 
 _ARRAYS = (ak.Array, ak.Record, ak.contents.Content)
@@ -154,8 +150,6 @@ def awkward_leaf_dtype(awkward_fn, signatures: tuple, options: tuple = ()) -> np
     while isinstance(out, (ak.contents.ListOffsetArray, ak.contents.ListArray,
                            ak.contents.RegularArray)):
         out = out.content
-    from gpuexec.kernels.layout import is_numbers  # layout imports this module
-
     if not is_numbers(out):
         raise NotNative(f"awkward's result holds {type(out).__name__}, not numbers")
     return out.dtype

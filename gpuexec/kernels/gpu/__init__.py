@@ -1,6 +1,7 @@
 """gpuexec's GPU engine: one portable kernel source (src/), one runtime layer
 (runtime.py) over two binding tables (bindings_cuda.py: cuda-python; bindings_hip.py:
-hip-python), the vendor strategy table (strategies.py) and GPUBackend (backend.py).
+hip-python), the reduction policy table (policy.py), its plans (plan.py) and GPUBackend
+(backend.py, with its factories ``create_cuda_backend`` / ``create_hip_backend``).
 
 Importing this package needs no GPU; creating a backend does (``BackendUnavailable``
 otherwise, so that the dispatch layer and the test suite can skip cleanly).
@@ -10,14 +11,13 @@ from __future__ import annotations
 
 import importlib
 
+from gpuexec.kernels.backend import BackendUnavailable
 from gpuexec.kernels.gpu.errors import DeviceOutOfMemory, GPUCallError  # noqa: F401
 
 _BINDINGS = {"cuda": "gpuexec.kernels.gpu.bindings_cuda", "hip": "gpuexec.kernels.gpu.bindings_hip"}
 
 
 def _unavailable(msg: str, err: Exception | None = None):
-    from gpuexec.kernels.dispatch import BackendUnavailable
-
     exc = BackendUnavailable(msg)
     if err is not None:
         exc.__cause__ = err
@@ -59,28 +59,5 @@ def load_bindings(vendor: str | None = None):
         raise _unavailable(f"the {vendor} GPU engine needs {pkg} ({err})", err)
 
 
-def _create(vendor: str, **kwargs):
-    cupy = _cupy()
-    have = vendor_of_current_device()
-    if have != vendor:
-        raise _unavailable(f"backend {vendor!r} asked for, but CuPy here is built for {have!r}")
-    if device_count() < 1:
-        raise _unavailable(f"no {vendor} GPU is visible to CuPy")
-    from gpuexec.kernels.gpu.backend import GPUBackend
 
-    try:
-        return GPUBackend(vendor, **kwargs)
-    except cupy.cuda.runtime.CUDARuntimeError as err:
-        raise _unavailable(f"the {vendor} device could not be initialised ({err})", err)
-
-
-def create_cuda_backend(**kwargs):
-    return _create("cuda", **kwargs)
-
-
-def create_hip_backend(**kwargs):
-    return _create("hip", **kwargs)
-
-
-__all__ = ["DeviceOutOfMemory", "GPUCallError", "create_cuda_backend", "create_hip_backend",
-           "device_count", "load_bindings", "vendor_of_current_device"]
+__all__ = ["DeviceOutOfMemory", "GPUCallError", "device_count", "load_bindings", "vendor_of_current_device"]

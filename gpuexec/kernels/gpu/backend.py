@@ -1,9 +1,10 @@
 """GPUBackend: the kernel table of the GPU engine (CUDA or HIP, one implementation).
 
 Buffers are CuPy arrays (cupy-cuda13x on NVIDIA, cupy-rocm on AMD), so results go back
-into awkward's "cuda" backend without a copy. Kernels come from ``src/reduce.cu`` through
-the runtime layer; which variant runs (split / fused / naive) and with which launch
-configuration is the strategy table's decision (``strategies.plan``), never the caller's.
+into awkward's "cuda" backend without a copy. Kernels come from ``src/`` through the
+runtime layer; which kernel runs and with which launch configuration is the plan's
+decision (``plan.plan_for``: the policy row of the device's architecture), never the
+call site's; tests and benchmarks force one with ``GPUBackend(plan=PlanRequest(...))``.
 
 Memory discipline: outputs and temporaries come from CuPy's memory pool; a call does not
 synchronise with the host (sizes are known from buffer shapes); an allocation that fails
@@ -19,67 +20,19 @@ import threading
 import awkward as ak
 import numpy as np
 
-from gpuexec.kernels.backend import Backend
-from gpuexec.kernels.gpu import strategies as S
+from gpuexec.kernels.backend import Backend, awkward_backend_of
+from gpuexec.kernels.gpu import _cupy, _unavailable, device_count, vendor_of_current_device
+from gpuexec.kernels.gpu import families
+from gpuexec.kernels.gpu.catalog import OPS, OPS_BY_CONTRACT, Op
 from gpuexec.kernels.gpu.errors import DeviceOutOfMemory, GPUCallError
+from gpuexec.kernels.gpu.plan import Plan, PlanRequest, plan_for
+from gpuexec.kernels.gpu.reduce_dispatch import ReduceDispatch
 from gpuexec.kernels.gpu.runtime import Runtime
-from gpuexec.kernels.memo import WeakMemo
+from gpuexec.kernels.gpu.units import family_unit, unit_for
 from gpuexec.kernels.stats import record_kernel
-from gpuexec.kernels.validate import tail_of
 
-# bytes of one carried partial (the widest accumulator: an (value, int64 index) pair)
-_ACC_BYTES = 16
 _INT64 = np.dtype(np.int64)
 _AK_ARRAY = ak.Array
-
-
-def _out_dtype(op: S.Op, dtype: np.dtype) -> np.dtype:
-    kind = op.device
-    if kind in ("sum", "prod"):
-        if dtype.kind == "f":
-            return dtype
-        return np.dtype(np.uint64) if dtype.kind == "u" else _INT64
-    if kind in ("min", "max"):
-        return dtype
-    if kind in ("any", "all"):
-        return np.dtype(np.bool_)
-    return _INT64  # argmin, argmax, countnonzero, sum_bool, prod_bool, count
-
-
-def _tile_items(strategy: S.Strategy, launch: S.Launch, itemsize: int) -> int:
-    """Elements per thread per tile; mirrors ``tile_shape`` in reduce.cu."""
-    vec = strategy.vec_bytes // itemsize
-    raw = launch.item_bytes // itemsize
-    return min(16, max(vec, raw))
-
-
-_IDENTITY_BITS: dict = {}  # (dtype, op, identity's type and repr) -> bits, for repeated calls
-
-
-def _identity_bits(identity, dtype: np.dtype, op: S.Op) -> int:
-    if op.device not in ("min", "max"):
-        return 0
-    # repr tells -0.0 from 0.0 and round-trips floats, so equal keys mean equal bits
-    key = (dtype, op.device, type(identity), repr(identity))
-    bits = _IDENTITY_BITS.get(key)
-    if bits is None:
-        bits = _bits_of(identity, dtype, op)
-        if len(_IDENTITY_BITS) < 4096:
-            _IDENTITY_BITS[key] = bits
-    return bits
-
-
-def _bits_of(identity, dtype: np.dtype, op: S.Op) -> int:
-    if identity is None:
-        if dtype.kind == "b":
-            identity = op.device == "min"
-        elif dtype.kind in "iu":
-            info = np.iinfo(dtype)
-            identity = info.max if op.device == "min" else info.min
-        else:
-            identity = math.inf if op.device == "min" else -math.inf
-    raw = np.asarray(identity).astype(dtype).reshape(1)
-    return int(np.frombuffer(raw.tobytes().ljust(8, b"\0"), dtype=np.uint64)[0])
 
 
 class PinnedStaging:
@@ -120,28 +73,17 @@ class PinnedStaging:
 
 
 class GPUBackend(Backend):
-    """``GPUBackend(vendor=None, strategy=None, launch=None, device=0, short_lists=None,
-    per_list_kernel=None, long_list_kernel=None, family_per_list=None, staged_lists=None,
-    few_long=None, tail_lists=None)``.
+    """``GPUBackend(vendor=None, plan=None, device=0, cache_dir=None)``.
 
-    ``strategy``/``launch``/``short_lists``/``per_list_kernel``/``long_list_kernel``
-    override the strategy table (tests and benchmarks run every strategy on the same device;
-    ``short_lists=0`` keeps the flattened kernels on short lists too, a dict of
-    ``op[:dtype]`` thresholds replaces the table's, ``long_list_kernel="flat"`` keeps them
-    on long ones, ``staged_lists=()`` keeps the hybrid kernel on every mean length,
-    ``few_long=0`` counts any long list as a long tail, ``tail_lists="hybrid"`` or
-    ``"shared"`` names the kernel of a long tail);
-    ``vendor`` "cuda" or "hip" (default: the one present)."""
+    ``plan``: None (the policy row of the device's architecture), a ``PlanRequest`` forced
+    over that row (tests and benchmarks run one kernel on every input this way), or a
+    ``Plan``; ``vendor`` "cuda" or "hip" (default: the one present)."""
 
     ak_backend = "cuda"
     adopts = True  # host arrays are moved to the device
 
-    def __init__(self, vendor: str | None = None, strategy: str | None = None,
-                 launch=None, device: int = 0, cache_dir: str | None = None,
-                 short_lists: float | dict | None = None, per_list_kernel: str | None = None,
-                 long_list_kernel: str | None = None, family_per_list: dict | None = None,
-                 staged_lists: dict | tuple | None = None, few_long: float | None = None,
-                 tail_lists: dict | str | None = None):
+    def __init__(self, vendor: str | None = None, plan: Plan | PlanRequest | None = None,
+                 device: int = 0, cache_dir: str | None = None):
         super().__init__()
         import cupy
 
@@ -156,18 +98,17 @@ class GPUBackend(Backend):
             cupy.empty(1)  # the runtime's primary context exists before the driver is used
             self.runtime = Runtime(bindings, device, cache_dir)
         self.device = self.runtime.device
-        self.plan = S.plan(self.device.arch, strategy, launch, short_lists, per_list_kernel,
-                           long_list_kernel, family_per_list, staged_lists, few_long,
-                           tail_lists)
+        self.plan = plan if isinstance(plan, Plan) else plan_for(self.device.arch, plan)
         self.strategy = self.plan.strategy.name
         self._staging = PinnedStaging(cupy)
         self._prepared: dict = {}
-        for op in S.OPS:
+        for op in OPS:
             if not op.dtypes:
                 self.register(op.contract, (), self._count, count=False)
                 continue
             for dt in op.dtypes:
-                self.register(op.contract, (dt,), self._reducer(op, np.dtype(dt)), count=False)
+                self.register(op.contract, (dt,), ReduceDispatch(self, op, np.dtype(dt)),
+                              count=False)
         self._family_modules: dict = {}
         from gpuexec.kernels.gpu.launchers import register
 
@@ -198,8 +139,6 @@ class GPUBackend(Backend):
         through pinned staging. Device arrays are returned as they are."""
         if type(array) is _AK_ARRAY and array.layout.backend.name == "cuda":
             return array  # the common call: no further checks
-        from gpuexec.kernels.dispatch import awkward_backend_of
-
         if awkward_backend_of(array) == "cuda":
             return array
         form, length, container = ak.to_buffers(array)
@@ -230,13 +169,13 @@ class GPUBackend(Backend):
         return self._cp.ascontiguousarray(a)
 
     # -- kernels ---------------------------------------------------------------------------
-    def _functions(self, op: S.Op, plan: S.Plan | None = None):
+    def functions(self, op: Op, plan: Plan | None = None):
         """{extern "C" name: function} of ``op``'s unit under ``plan`` (this backend's)."""
         plan = plan or self.plan
         key = (op.contract, plan.strategy.name)
         module = self._prepared.get(key)
         if module is None:
-            module = self._prepared[key] = self.runtime.module(S.unit_for(plan, op))
+            module = self._prepared[key] = self.runtime.module(unit_for(plan, op))
         return module
 
     def _count(self, offsets):
@@ -245,7 +184,7 @@ class GPUBackend(Backend):
         out = self.alloc(n, _INT64, "gk_count")
         if n <= 0:
             return out
-        fn = self._functions(S.OPS_BY_CONTRACT["reduce_count"])["gk_count"]
+        fn = self.functions(OPS_BY_CONTRACT["reduce_count"])["gk_count"]
         block = self.plan.launch_of(self.plan.content_role, "count").block
         self._launch("gk_count", fn, -(-n // block), block,
                      (offsets.data.ptr, n, out.data.ptr))
@@ -270,10 +209,8 @@ class GPUBackend(Backend):
         key = (family, per_list)
         funcs = self._family_modules.get(key)
         if funcs is None:
-            from gpuexec.kernels.gpu import families
-
             plan = self.plan.per_list_plan() if per_list else self.plan
-            unit = families.unit_for(plan, families.BY_NAME[family])
+            unit = family_unit(plan, families.BY_NAME[family])
             funcs = self._family_modules[key] = self.runtime.module(unit)
         return funcs
 
@@ -281,13 +218,11 @@ class GPUBackend(Backend):
         """Load every module of this backend's plan into the device now (from the disk
         cache, compiling what is missing) instead of at each kernel's first call. Workers
         call it at start so that their first chunk does not pay for it."""
-        from gpuexec.kernels.gpu import families
-
         per_list_plan = self.plan.per_list_plan()
-        for op in S.OPS:
-            self._functions(op)
+        for op in OPS:
+            self.functions(op)
             if op.dtypes and self.plan.uses_per_list_unit(op.device):
-                self._functions(op, per_list_plan)
+                self.functions(op, per_list_plan)
         for family in families.FAMILIES:
             self.family_functions(family.name)
             if self.plan.strategy.flatten and family.name in self.plan.family_per_list:
@@ -296,142 +231,23 @@ class GPUBackend(Backend):
     def family_block(self, family: str) -> int:
         return self.plan.launch_of(family).block
 
-    def _reducer(self, op: S.Op, dtype: np.dtype):
-        dt = dtype.name
-        out_dtype = _out_dtype(op, dtype)
-        st = self.plan.strategy
-        role = self.plan.content_role
-        cfg = self.plan.launch_of(role, op.device)
-        items = _tile_items(st, cfg, dtype.itemsize)
-        wave = self.device.wave
-        tile = wave * items                    # elements of one wave-tile
-        waves_per_block = cfg.block // wave
-        names = {r: f"gk_{op.device}_{dt}_{r}" for r in st.passes}
-        names["partition"] = "gk_partition"
-        resident = {}
-        # the per-list kernels for short lists and, where the table says so, long ones
-        # (strategies.py): kernels of the naive unit, launched one thread per list
-        per_list_plan = self.plan.per_list_plan()
-        per_list_block = per_list_plan.launch_of("naive", op.device).block
-        # the blocks the hybrid kernel (its staged variant's too) and the shared one were
-        # compiled for; the other per-list kernels take the naive role's
-        hybrid_block = per_list_plan.launch_of("hybrid", op.device).block
-        own_block = {"hybrid": hybrid_block, "staged": hybrid_block,
-                     "shared": per_list_plan.launch_of("shared", op.device).block}
-        choose_per_list = self.plan.per_list_chooser(op.device, dt)
-        per_list_launch = {}  # role -> (kernel name, function, block), filled on first use
+def _create(vendor: str, **kwargs):
+    """A GPUBackend of ``vendor``, or BackendUnavailable saying why none can run here."""
+    cupy = _cupy()
+    have = vendor_of_current_device()
+    if have != vendor:
+        raise _unavailable(f"backend {vendor!r} asked for, but CuPy here is built for {have!r}")
+    if device_count() < 1:
+        raise _unavailable(f"no {vendor} GPU is visible to CuPy")
+    try:
+        return GPUBackend(vendor, **kwargs)
+    except cupy.cuda.runtime.CUDARuntimeError as err:
+        raise _unavailable(f"the {vendor} device could not be initialised ({err})", err)
 
-        def per_list_entry(role):
-            entry = per_list_launch.get(role)
-            if entry is None:
-                name = f"gk_{op.device}_{dt}_{role}"
-                entry = per_list_launch[role] = (
-                    name, self._functions(op, per_list_plan)[name],
-                    own_block.get(role, per_list_block))
-            return entry
 
-        def max_waves(fn):
-            """Waves that are resident at once (the persistent grid)."""
-            if "w" not in resident:
-                per_cu = cfg.blocks_per_cu or self.runtime.occupancy(fn, cfg.block)
-                resident["w"] = per_cu * self.device.cu_count * waves_per_block
-            return resident["w"]
+def create_cuda_backend(**kwargs):
+    return _create("cuda", **kwargs)
 
-        has_identity = op.device in ("min", "max")  # _identity_bits is 0 for the others
-        # what a per-list launch over these very buffers is, apart from the output and the
-        # identity: (kernel name, function, grid, block, leading arguments, lists). Found
-        # once per (offsets, content) pair whose offsets passed the check (their summary,
-        # and so the kernel chosen, never changes) and that the call reads as they are;
-        # forgotten with either buffer (memo.WeakMemo). A repeated call then goes
-        # straight to the allocation and the launch: its kernel started 6-9 us sooner on
-        # the H200 (docs/gpu-engine.md, thirty-ninth session).
-        known = WeakMemo()
 
-        def reduce(offsets, content, identity=None, with_empty=False):
-            entry = known.get(offsets, content)
-            if entry is not None:
-                name, fn, grid, block, lead, n = entry
-                out = self.alloc(n, out_dtype, names[role])
-                empty = self.alloc(n, np.bool_, names[role]) if with_empty else None
-                self._launch(name, fn, grid, block,
-                             (*lead, _identity_bits(identity, dtype, op) if has_identity else 0,
-                              out.data.ptr, 0 if empty is None else empty.data.ptr))
-                return (out, empty) if with_empty else out
-            return first_reduce(offsets, content, identity, with_empty)
-
-        def first_reduce(offsets, content, identity, with_empty):
-            cp = self._cp
-            given = (offsets, content)
-            # where the API layer checked this buffer: its longest list, its long lists
-            longest, n_long = tail_of(offsets)
-            offsets = self.int64(offsets)
-            content = self.asarray(content)
-            n = offsets.shape[0] - 1
-            out = self.alloc(n, out_dtype, names[role])
-            if n <= 0:
-                return (out, self.alloc(0, np.bool_, names[role])) if with_empty else out
-            if content.dtype != dtype:
-                content = content.astype(dtype)
-            if not content.flags.c_contiguous:
-                content = cp.ascontiguousarray(content)
-            # the launch may be remembered for these buffers: checked offsets, both read
-            # as given (no converted copy whose pointer would die with this call)
-            memorable = (longest is not None and offsets is given[0] and content is given[1])
-            if dtype.kind == "b":
-                content = content.view(np.uint8)
-            itemsize = dtype.itemsize
-            ptr = content.data.ptr
-            shift = (ptr % 16) // itemsize
-            base = ptr - shift * itemsize
-            ntiles = max(1, -(-(content.shape[0] + shift) // tile))
-            funcs = self._functions(op)
-            # kernel arguments (c_*): plain ints, one 8-byte parameter each (bindings.launch)
-            c_off, c_n, c_content, c_shift, c_ntiles = offsets.data.ptr, n, base, shift, ntiles
-            c_ident = _identity_bits(identity, dtype, op) if has_identity else 0
-            c_out = out.data.ptr
-            per_list_role = choose_per_list(n, content.shape[0], content.nbytes, longest,
-                                            n_long)
-            # with_empty: also the option mask of mask_identity (True where a list is
-            # empty), written by the per-list kernels in the same pass
-            empty, c_empty = None, 0
-            if with_empty and (st.name == "naive" or per_list_role is not None):
-                empty = self.alloc(n, np.bool_, names[role])
-                c_empty = empty.data.ptr
-            lead = (c_off, c_n, c_content, c_shift, c_ntiles, 0)
-            if st.name == "naive" or per_list_role is not None:
-                name, fn, block = ((names["naive"], funcs[names["naive"]], cfg.block)
-                                   if st.name == "naive" else per_list_entry(per_list_role))
-                grid = -(-n // block)
-                self._launch(name, fn, grid, block, (*lead, c_ident, c_out, c_empty))
-                if memorable:
-                    known.put((name, fn, grid, block, lead, n), *given)
-                return (out, empty) if with_empty else out
-            fn = funcs[names[role]]
-            R = min(ntiles, max_waves(fn))     # waves, each walking a range of tiles
-            grid = -(-R // waves_per_block)
-            if st.name == "fused":
-                self._launch(names["fused"], fn, grid, cfg.block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, R, c_ident, c_out))
-            else:
-                # split: partition pass, reduce pass, fixup pass (every kernel of a unit
-                # runs with the block size it was compiled for)
-                scratch = self.alloc(R * (16 + 2 * _ACC_BYTES), np.uint8, names["split"])
-                sp = scratch.data.ptr
-                c_P = sp                                 # int64[R]
-                c_tlist = sp + 8 * R                     # int64[R]
-                c_lead = sp + 16 * R                     # acc[R]
-                c_tail = sp + (16 + _ACC_BYTES) * R
-                self._launch("gk_partition", funcs["gk_partition"], grid, cfg.block,
-                             (c_off, c_n, c_shift, tile, c_ntiles, R, c_P))
-                self._launch(names["split"], fn, grid, cfg.block,
-                             (c_off, c_n, c_content, c_shift, c_ntiles, R, c_ident, c_P,
-                              c_lead, c_tail, c_tlist, c_out))
-                self._launch(names["fixup"], funcs[names["fixup"]], -(-R // cfg.block),
-                             cfg.block, (c_off, c_n, c_shift, c_ntiles, R, tile, c_ident,
-                                         c_lead, c_tail, c_tlist, c_out))
-            # the flattened passes do not write the mask: one comparison pass
-            return (out, offsets[1:] == offsets[:-1]) if with_empty else out
-
-        reduce.__name__ = f"{op.contract}_{dt}"
-        reduce.remembered = known  # benchmarks forget an entry to time the full path
-        return reduce
+def create_hip_backend(**kwargs):
+    return _create("hip", **kwargs)

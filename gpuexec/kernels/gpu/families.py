@@ -1,5 +1,5 @@
 """The kernel families beyond the reductions (indexing, structure), described for the
-vendor strategy table: which extern "C" kernels each strategy launches, the compile units
+GPU policy table: which extern "C" kernels each strategy launches, the compile units
 that define them and what their machine code promises.
 
 A family is compiled from one portable source (``src/indexing.cu`` or
@@ -38,12 +38,12 @@ reductions: lean passes at full occupancy for 64-lane wavefronts, fewer launches
                 fused: one launch runs both (rank tiles and bitonic blocks in one grid);
                 naive: one thread per list (merge sort through global memory).
 
-Where a window of the strategy table holds (``family_per_list``: short lists below a size,
+Where a window of the policy table holds (``family_per_list``: short lists below a size,
 or the filter's many lists of about five), the flattened strategies run the naive unit's
 per-list kernels instead (sort, local_index, filter, combinations).
 
-Host-side launch logic lives in ``launchers.py``; ``strategies.compile_units`` lists
-``compile_units(arch)`` of this module beside the reductions' units.
+Host-side launch logic lives in ``launchers.py``; ``units.compile_units`` lists the
+families' compile units beside the reductions'.
 """
 
 from __future__ import annotations
@@ -150,42 +150,3 @@ FAMILIES: tuple[Family, ...] = (
            frozenset()),
 )
 BY_NAME = {f.name: f for f in FAMILIES}
-
-
-def unit_for(plan, family: Family):
-    """The compile unit of ``family`` under ``plan`` (a ``strategies.Plan``)."""
-    from gpuexec.kernels.gpu.strategies import CompileUnit
-
-    st = plan.strategy
-    cfg = plan.launch_of(family.name)
-    defines = {
-        st.define: 1,
-        family.define: 1,
-        "GK_BLOCK": cfg.block,
-        "GK_ITEMS": ITEMS,
-        "GK_VEC_BYTES": st.vec_bytes,
-        "GK_MIN_BLOCKS": cfg.min_blocks,
-    }
-    kernels = list(family.kernels[st.name])
-    promises = {}
-    for k in kernels:
-        pr = set()
-        if plan.wave == 64:
-            pr.add("wave64")
-        if st.vec_bytes == 16 and k in family.vector_loads:
-            pr.add("vector_load_128")
-        promises[k] = pr
-    return CompileUnit(family.source, defines, kernels, promises, st.name, family.name)
-
-
-def compile_units(arch: str) -> list:
-    """Every family unit the runtime may build for ``arch`` (each strategy), with the
-    launch configuration of the strategy table's row (overrides ignored)."""
-    from gpuexec.kernels.gpu.strategies import STRATEGIES, Plan, arch_row
-
-    row = arch_row(arch)
-    units = []
-    for name in STRATEGIES:
-        p = Plan(arch, row.vendor, row.wave, STRATEGIES[name], dict(row.launch))
-        units.extend(unit_for(p, fam) for fam in FAMILIES)
-    return units

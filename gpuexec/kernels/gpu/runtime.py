@@ -21,7 +21,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from gpuexec.kernels.gpu.strategies import SRC_DIR, CompileUnit
+from gpuexec.kernels.gpu.catalog import SRC_DIR
+from gpuexec.kernels.gpu.units import CompileUnit
 
 #: every header a source may include (passed to the runtime compiler by name, hashed into
 #: the module-cache key so that a changed header never reuses a stale module)

@@ -15,20 +15,20 @@ from concurrent.futures import ProcessPoolExecutor
 def _one(args):
     vendor, arch, index, cache_dir = args
     from gpuexec.kernels.gpu import load_bindings
-    from gpuexec.kernels.gpu import runtime, strategies
+    from gpuexec.kernels.gpu import runtime, units
 
     b = load_bindings(vendor)
-    unit = strategies.compile_units(arch)[index]
+    unit = units.compile_units(arch)[index]
     t0 = time.perf_counter()
     _, how = runtime.build_image(b, arch, unit, cache_dir, b.compiler_version())
     return unit.strategy, unit.op, how, time.perf_counter() - t0
 
 
 def warm(arch: str, vendor: str, jobs: int, cache_dir: str | None = None) -> list:
-    from gpuexec.kernels.gpu import runtime, strategies
+    from gpuexec.kernels.gpu import runtime, units
 
     cache_dir = cache_dir or runtime.default_cache_dir()
-    n = len(strategies.compile_units(arch))
+    n = len(units.compile_units(arch))
     with ProcessPoolExecutor(jobs) as ex:
         return list(ex.map(_one, [(vendor, arch, i, cache_dir) for i in range(n)]))
 
