@@ -1,5 +1,8 @@
 """Per-process counters of what the kernel engine did: public calls, kernel
-launches (by kernel name) and hand-offs to awkward (by function and reason).
+launches (by kernel name), hand-offs to awkward (by function and reason), and the
+seconds spent in public calls per family (the api module: reductions, indexing,
+structure, elementwise, choice) and backend. On a GPU a call's seconds end when it
+returns: its launches are asynchronous unless it reads a result back.
 
 Dask workers run tasks in threads of one process, so updates take a lock.
 """
@@ -15,11 +18,15 @@ _calls: Counter = Counter()
 _kernels: Counter = Counter()
 _handoffs: Counter = Counter()
 _handoff_reasons: Counter = Counter()
+_seconds: Counter = Counter()
 
 
-def record_call(function: str, backend: str) -> None:
+def record_call(function: str, backend: str, family: str | None = None,
+                seconds: float = 0.0) -> None:
     with _lock:
         _calls[f"{function}[{backend}]"] += 1
+        if family is not None:
+            _seconds[f"{family}[{backend}]"] += seconds
 
 
 def record_kernel(kernel: str, launches: int = 1) -> None:
@@ -42,6 +49,7 @@ def stats() -> dict:
             "kernels": dict(_kernels),
             "handoffs": dict(_handoffs),
             "handoff_reasons": dict(_handoff_reasons),
+            "seconds": dict(_seconds),
         }
     snap["n_calls"] = sum(snap["calls"].values())
     snap["n_launches"] = sum(snap["kernels"].values())
@@ -51,7 +59,7 @@ def stats() -> dict:
 
 def reset_stats() -> None:
     with _lock:
-        for c in (_calls, _kernels, _handoffs, _handoff_reasons):
+        for c in (_calls, _kernels, _handoffs, _handoff_reasons, _seconds):
             c.clear()
 
 
