@@ -24,7 +24,10 @@ ALLOWED = {
     "gpuexec.open_files": set(),
     "gpuexec.staging": {"gpuexec.device_reading", "gpuexec.kernels"},
     "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.inflate",
-                         "gpuexec.device_reading", "gpuexec.open_files", "gpuexec.staging"},
+                         "gpuexec.device_reading", "gpuexec.open_files", "gpuexec.staging",
+                         "gpuexec.dashboard"},
+    "gpuexec.dashboard": {"gpuexec.scheduler"},
+    "gpuexec.report_cli": {"gpuexec.scheduler"},
 }
 
 
