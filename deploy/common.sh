@@ -29,8 +29,9 @@ gpuexec_start_scheduler() {
     rm -f "${SCHEDULER_FILE}"
     local iface=()
     if [[ -n "${DASK_INTERFACE:-}" ]]; then iface=(--interface "${DASK_INTERFACE}"); fi
+    # --preload gpuexec.dashboard: the /gpuexec page on the dashboard (docs/monitoring.md)
     "${PYTHON}" -m dask scheduler --scheduler-file "${SCHEDULER_FILE}" \
-        --dashboard-address ":${DASHBOARD_PORT}" "${iface[@]}" \
+        --dashboard-address ":${DASHBOARD_PORT}" "${iface[@]}" --preload gpuexec.dashboard \
         > "${RUN_DIR}/scheduler-${SLURM_JOB_ID:-local}.log" 2>&1 &
     GPUEXEC_PIDS+=("$!")
     local waited=0

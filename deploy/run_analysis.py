@@ -15,7 +15,9 @@
   gpuexec's embedded local cluster;
 - ``--out``: a pickle of ``{"output", "n_events", "seconds", "events_per_s", "report",
   "executor", "fileset", "processor", "dashboard"}``; ``report`` is the executor's run
-  report as text, plus the placement decisions when the executor has them.
+  report as text, plus the placement decisions when the executor has them;
+- next to it, ``<out stem>.report.json`` and ``.report.html``: the run report as files
+  (``RunReport.save``; ``gpuexec report FILE`` shows it), written for a failed run too.
 """
 
 from __future__ import annotations
@@ -154,9 +156,14 @@ def main(argv=None) -> int:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Missing cross-reference index")
         t0 = time.perf_counter()
-        output = runner(fileset, processor_instance, treename=args.treename)
+        try:
+            output = runner(fileset, processor_instance, treename=args.treename)
+        finally:
+            report = getattr(executor, "report", None)
+            if report is not None:
+                saved = report.save(args.out.with_name(args.out.stem + ".report"))
+                print("run report written to " + " and ".join(map(str, saved)), flush=True)
         seconds = time.perf_counter() - t0
-    report = getattr(executor, "report", None)
     n_events = output.get("n_events") if isinstance(output, dict) else None
     if n_events is None and report is not None and report.processing is not None:
         n_events = report.processing.processed
