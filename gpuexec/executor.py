@@ -58,9 +58,11 @@ from typing import Any
 from coffea.processor import accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
+from gpuexec import dashboard
 from gpuexec import device_reading
 from gpuexec import inflate as inflater
 from gpuexec import open_files as kept_files
+from gpuexec.dashboard import feed
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import PROFILE_INTERVAL, check_profile_interval
 from gpuexec.scheduler.heap import freeze_once
@@ -314,6 +316,7 @@ class _Task:
         self.gpu_pools = frozenset(gpu_pools)
         self.report_runs = report_runs  # send each task's runs to the client as it ends
         self.report_starts = report_starts  # and when it starts (copies of stragglers)
+        self.feed = dashboard.enabled()  # each task's end to the /gpuexec page
 
     def _work(self, pool: str, timings: Timings):
         """The work function for ``pool``: Runner's, with the processor's events staged
@@ -371,6 +374,8 @@ class _Task:
             # until its record is forgotten
             if self.report_runs:
                 _report_runs(runs)
+            if self.feed and runs:
+                feed.send_task(pool, self.backends[pool], runs)
 
     def _outcome(self, item, indices: tuple, pool: str, part_units: tuple,
                  in_client: bool = False) -> _Partial:
@@ -1046,6 +1051,8 @@ class GPUExecutor(ExecutorBase):
             client = self.client
             _check_resources(client, {"cpu": self._pools()["cpu"]})
         ledger = plugins.install(client)
+        if dashboard.enabled():
+            dashboard.install(client)
         return client, ledger
 
     def close_files(self) -> int:
@@ -1225,6 +1232,8 @@ class GPUExecutor(ExecutorBase):
             self._shared.placement = policy
         call, mismatch = self._account(items, loop, labels, result, reruns,
                                        time.perf_counter() - started, policy)
+        if dashboard.enabled():
+            feed.send_call(client, call)
         return self._finish(call, mismatch, _unpack(result), accumulator)
 
     def _finish(self, call: CallReport, mismatch, value, accumulator, stacklevel: int = 3):

@@ -26,7 +26,7 @@ ALLOWED = {
     "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.inflate",
                          "gpuexec.device_reading", "gpuexec.open_files", "gpuexec.staging",
                          "gpuexec.dashboard"},
-    "gpuexec.dashboard": {"gpuexec.scheduler"},
+    "gpuexec.dashboard": {"gpuexec.scheduler", "gpuexec.kernels"},
     "gpuexec.report_cli": {"gpuexec.scheduler"},
 }
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
+import weakref
 from collections import defaultdict, deque
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -50,9 +52,9 @@ class GPUExecPlugin(SchedulerPlugin):
         register_routes(scheduler)
 
     def _row(self, worker: str) -> dict:
-        return self.workers.setdefault(worker, {"worker": worker, "device": "?", "pool": "?",
-                                                "chunks": 0, "events": 0, "seconds": 0.0,
-                                                "alive": True})
+        return self.workers.setdefault(worker, {"worker": worker, "name": worker, "device": "?",
+                                                "pool": "?", "chunks": 0, "events": 0,
+                                                "seconds": 0.0, "alive": True})
 
     def log_event(self, topic, msg):
         if topic != TOPIC or not isinstance(msg, dict):
@@ -69,6 +71,7 @@ class GPUExecPlugin(SchedulerPlugin):
 
     def _on_chunk(self, msg):
         row = self._row(msg["worker"])
+        row["name"] = msg.get("name", row["name"])
         row["device"] = msg.get("device", row["device"])
         row["pool"] = msg.get("pool", row["pool"])
         row["chunks"] += int(msg.get("chunks", 1))
@@ -192,3 +195,30 @@ def dask_setup(scheduler):
     if plugin_of(scheduler) is None:
         scheduler.add_plugin(GPUExecPlugin())
     register_routes(scheduler)
+
+
+def enabled() -> bool:
+    """Dask config ``gpuexec.dashboard`` (default true): whether executors register the
+    plugin and their tasks feed it."""
+    import dask
+
+    return bool(dask.config.get("gpuexec.dashboard", True))
+
+
+_installed: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # client -> bool
+
+
+def install(client) -> bool:
+    """Register ``GPUExecPlugin`` on ``client``'s scheduler once (a scheduler that
+    preloaded it keeps its own); returns whether the page has its data."""
+    if client in _installed:
+        return _installed[client]
+    try:
+        client.register_plugin(GPUExecPlugin())
+        ok = True
+    except Exception as err:  # noqa: BLE001 - e.g. a remote scheduler without gpuexec
+        warnings.warn(f"gpuexec could not install its dashboard plugin ({err!r}); the "
+                      "/gpuexec page stays empty", RuntimeWarning, stacklevel=3)
+        ok = False
+    _installed[client] = ok
+    return ok

@@ -22,6 +22,7 @@ def workers_html(snapshot: dict | None) -> str:
                 "scheduler (load it with --preload gpuexec.dashboard).</p>")
     rows = "".join(
         f"<tr class='gpuexec-worker' data-worker='{html.escape(r['worker'])}' "
+        f"data-name='{html.escape(str(r['name']))}' "
         f"data-pool='{html.escape(str(r['pool']))}' data-chunks='{r['chunks']}' "
         f"data-events='{r['events']}'><td>{html.escape(r['worker'])}</td>"
         f"<td class='device'>{html.escape(str(r['device']))}</td>"
