@@ -64,13 +64,13 @@ def load_processor(spec: str):
     return obj
 
 
-def parse_options(pairs: list[str]) -> dict:
+def parse_options(pairs: list[str], flag: str = "--executor-option") -> dict:
     """``key=value`` pairs; values are Python literals where they parse, else strings."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"--executor-option must be key=value, got {pair!r}")
+            raise SystemExit(f"{flag} must be key=value, got {pair!r}")
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
@@ -126,6 +126,9 @@ def main(argv=None) -> int:
     parser.add_argument("--wait-timeout", type=float, default=900.0)
     parser.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
                         help="extra GPUExecutor argument (repeatable), e.g. treereduction=10")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Dask configuration key for this run (repeatable), e.g. "
+                             "gpuexec.placement.gpu-merge=4 (docs/configuration.md)")
     parser.add_argument("--shutdown", action="store_true",
                         help="with --scheduler-file: shut the cluster down at the end")
     args = parser.parse_args(argv)
@@ -153,7 +156,9 @@ def main(argv=None) -> int:
     executor = GPUExecutor(client=client, **options)
     runner = processor.Runner(executor=executor, chunksize=args.chunksize, maxchunks=args.maxchunks,
                               schema=NanoAODSchema if args.schema == "nanoaod" else BaseSchema)
-    with warnings.catch_warnings():
+    import dask
+
+    with warnings.catch_warnings(), dask.config.set(parse_options(args.config, "--config")):
         warnings.filterwarnings("ignore", message="Missing cross-reference index")
         t0 = time.perf_counter()
         try:

@@ -44,9 +44,9 @@ def open_executor(name: str, workers: int):
                 Client(cluster) as client:
             yield processor.DaskExecutor(client=client)
     elif name == "gpuexec":
-        from gpuexec import GPUExecutor
+        from gpuexec import GPUCluster, GPUExecutor
 
-        with GPUExecutor(cpu_workers=workers) as executor:
+        with GPUExecutor(client=GPUCluster(cpu_workers=workers)) as executor:
             yield executor
     else:
         raise ValueError(f"unknown executor {name!r}; choose one of {EXECUTORS}")

@@ -6,7 +6,7 @@ imported lazily so that ``import gpuexec.kernels`` stays free of Dask.
 
 __version__ = "0.1.0"
 
-__all__ = ["GPUExecutor", "__version__"]
+__all__ = ["GPUCluster", "GPUExecutor", "__version__"]
 
 
 def __getattr__(name):
@@ -14,4 +14,8 @@ def __getattr__(name):
         from gpuexec.executor import GPUExecutor
 
         return GPUExecutor
+    if name == "GPUCluster":
+        from gpuexec.gpu_cluster import GPUCluster
+
+        return GPUCluster
     raise AttributeError(f"module 'gpuexec' has no attribute {name!r}")

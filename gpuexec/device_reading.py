@@ -1,18 +1,16 @@
 """Reading a chunk's NanoAOD columns straight into device arrays, for GPU workers.
 
 On a GPU worker, uproot inflates and interprets every basket on the host and the columns
-are then copied to the device: that host work bounds ADL Q8 (benchmarks/results/
-executor_read_floor_s23_h200.*: reading Q8's columns alone takes 0.51 s of a 0.65 s
-run). Here the host only cuts each basket's zlib streams out of the file (uproot gives the
+are then copied to the device: that host work bounds ADL Q8 (reading its columns alone
+took 0.51 s of a 0.65 s run on the H200; docs/executor.md#reading). Here the host only cuts each basket's zlib streams out of the file (uproot gives the
 basket positions; a local file is mapped, through uproot's MemmapSource) and inflates them
 (python-isal); the bytes go to the device in one copy and the big-endian values become
 native ones there, with no per-basket Python of uproot's interpretation. ``read_many``
 reads several columns as one batch (the executor's read-ahead gives it a task's
 columns). A batch of many streams (``NVCOMP_MIN_STREAMS``) is inflated on the device
 instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed and
-one of the device's ``NVCOMP_SLOTS`` is free (or frees within ``NVCOMP_WAIT``; with
-``NVCOMP_SHARE`` the host inflates the batch's baskets meanwhile, and a slot that frees
-takes the rest). The same code runs with numpy as the array module, which is how it is
+one of the device's ``NVCOMP_SLOTS`` is free (or frees within ``NVCOMP_WAIT``). These
+three are set on each task from ``gpuexec.reading.nvcomp.*`` (docs/configuration.md). The same code runs with numpy as the array module, which is how it is
 tested against uproot without a GPU.
 
 What it reads: the three kinds of buffer NanoEvents asks for plain NanoAOD branches
@@ -45,45 +43,15 @@ _BLOCK = struct.Struct("<2sB3s3s")  # algorithm, method, compressed, inflated si
 _LZ4_CHECKSUM = struct.Struct(">Q")  # xxhash64 of an LZ4 block, before its data
 ZLIB, LZMA, LZ4, ZSTD = b"ZL", b"XZ", b"L4", b"ZS"  # ROOT's block algorithms
 _ALIGN = 16  # nvCOMP wants every input stream 4-byte aligned (seen on the H200)
-# nvCOMP inflates each deflate stream on one block of threads, so a call lasts about as
-# long as its largest stream takes there: on the H200, 44-50 ms for any batch of Q8's
-# 100k-entry baskets (at most 0.68 MB inflated each) from 14 streams to 224, against one
-# host core inflating 0.32 GB/s with ISA-L (benchmarks/results/
-# gpu_inflate_task_sweep_q8_s24_h200.*, copy included: 28 streams, 16.3 MB, 41 ms on the
-# host against 45; 56 streams, 32.7 MB, 73 against 46). So a batch is counted in
-# streams of its largest one's size (``stream_equivalents``: its inflated bytes over its
-# largest stream's): 24 for the first, 48 for the second; the crossover lies between.
-# A Q6 task's 12 Jet streams of 2.4 MB each count 10: nvCOMP made Q6 slower there
-# (executor_read_ahead_s24_h200.*). Fewer than this: the host inflates. A GPU worker's
-# task reaches it only by reading its columns together (``read_many``, read-ahead).
+# Defaults of gpuexec.reading.nvcomp.*, which the executor sets on each task; the
+# measurements behind them: docs/executor.md#nvcomp.
+# A batch smaller than this many streams of its largest one's size: the host inflates it.
 NVCOMP_MIN_STREAMS = 32
-# nvCOMP calls from several processes on one GPU overlap only while they are few: on the
-# H200 under MPS, one Q6 task's batch (120 streams of 0.2 MB) took 34 ms alone, 41-42 ms
-# with four processes calling at once, 312-369 ms with twelve (Q8's: 21-26, 22-24,
-# 100-138 ms; benchmarks/results/read_contention_s25_h200.*), where the host inflated
-# the same batches in 99-117 / 108-116 / 120-149 ms (a scratch run, docs/executor.md).
-# So at most this many batches per device are on nvCOMP at a time, across the processes
-# of a host (lock files, ``_DeviceSlots``); a batch that finds none free (after
-# ``NVCOMP_WAIT``) is inflated on the host. 0: no limit.
+# nvCOMP calls from many processes on one GPU stop overlapping: at most this many batches
+# per device at once, across the host's processes (``_DeviceSlots``); 0: no limit.
 NVCOMP_SLOTS = 4
-# Seconds a batch that finds every slot taken waits for one before the host inflates it
-# (0: the host at once). Four calls at once already use up nvCOMP's throughput on the
-# H200 (Q8: 22-30 ms per call with four processes, 100-138 ms with twelve), so a slot
-# frees several times while one host core inflates a batch (80-118 ms there); about one
-# host inflation's time. Executor A/B there, medians of 3 in turns: Q8 0.304 s against
-# 0.349, Q6 0.434 against 0.493 (benchmarks/results/executor_nvcomp_wait_s27_h200.*).
-# With GPU tasks of seven chunks (GPUExecutor's gpu_merge), a Q6 batch takes the host
-# 0.36-0.39 s against 0.06-0.12 on nvCOMP, longer than four slots take to pass 14 tasks'
-# batches: 0.4 s, Q6 0.375 s against 0.595 with 0.1 (executor_wait_s30_h200.*).
+# Seconds a batch that finds every slot taken waits before the host inflates it.
 NVCOMP_WAIT = 0.4
-# Instead of the wait: a batch that finds every slot taken is inflated on the host from its
-# last basket back, a free slot looked for after each basket; one that frees takes the
-# baskets left to nvCOMP (``_shared_payloads``). Never much slower than the host alone,
-# as fast as nvCOMP when a slot frees at once, whatever the queue: with one wave of GPU
-# tasks a 7-chunk Q8 batch waited up to 0.13 s in the fourth round of the slots where the
-# host would take about 0.08, and Q2's waited where 14 hosts took 22-41 ms side by side
-# (executor_final_s30_h200.*, executor_all_s30_h200.*). Off until measured on the H200.
-NVCOMP_SHARE = False
 
 
 class Unsupported(Exception):
@@ -370,9 +338,7 @@ def _payloads(baskets: list[Basket], xp, copy):
     if all_zlib and inflater(xp, streams) == "nvcomp":
         slots = _device_slots(xp)
         # None: nvCOMP stayed busy with other batches; the host (True: no limit)
-        slot = True if slots is None else slots.acquire(0.0 if NVCOMP_SHARE else NVCOMP_WAIT)
-        if slot is None and NVCOMP_SHARE:
-            return _shared_payloads(baskets, xp, starts, slots, copy), starts
+        slot = True if slots is None else slots.acquire(NVCOMP_WAIT)
     if slot is None:
         decompressors = _host_decompressors()
         parts = [_host_payload(b, decompressors) for b in baskets]
@@ -382,30 +348,6 @@ def _payloads(baskets: list[Basket], xp, copy):
         return _nvcomp_payloads(baskets, xp, starts, copy), starts
     finally:
         _DeviceSlots.release(slot)
-
-
-def _shared_payloads(baskets, cp, starts, slots: _DeviceSlots, copy):
-    """``_payloads`` of a batch that found every nvCOMP slot taken (``NVCOMP_SHARE``): the
-    host inflates its baskets from the last back, looking for a free slot after each (a
-    few ``flock`` calls); a slot that frees takes the baskets before them to nvCOMP, and
-    the host's part follows in one copy."""
-    decompressors = _host_decompressors()
-    host_parts = []
-    cut, slot = len(baskets), None
-    while cut > 0 and slot is None:
-        cut -= 1
-        host_parts.append(_host_payload(baskets[cut], decompressors))
-        if cut > 0:
-            slot = slots.acquire()
-    host_parts.reverse()
-    host = copy(np.concatenate(host_parts)) if host_parts else None
-    if slot is None:  # the host inflated every basket
-        return host if host is not None else copy(np.zeros(0, dtype=np.uint8))
-    try:
-        device = _nvcomp_payloads(baskets[:cut], cp, starts[:cut + 1], copy)
-    finally:
-        _DeviceSlots.release(slot)
-    return device if host is None else cp.concatenate([device, host])
 
 
 def _nvcomp_payloads(baskets, cp, starts, copy):

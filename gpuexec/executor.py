@@ -3,9 +3,12 @@
     from coffea.processor import Runner
     from gpuexec import GPUExecutor
 
-    with GPUExecutor() as executor:                     # embedded local cluster
+    with GPUExecutor() as executor:                     # a default GPUCluster
         out = Runner(executor=executor, chunksize=100_000)(fileset, processor, treename="Events")
         print(executor.report)
+
+Settings: the executor's few keywords, ``GPUCluster``'s, and tuning in Dask's
+configuration under ``gpuexec.*`` (docs/configuration.md).
 
 coffea's ``Runner`` copies the executor (``copy(**kw)``) and calls the copy once to read
 the files' metadata and once to process the chunks; each call is
@@ -15,7 +18,7 @@ trip would cost more than the read (``GPUExecutor._metadata_here``).
 
 One call: every item (a coffea ``WorkItem``: file, tree, entry range) becomes one Dask
 task whose key names the file and range (``gpuexec.scheduler.keys``; adjacent items of
-one file may share a GPU task, ``gpu_merge``), placed on a worker pool by
+one file may share a GPU task, ``gpuexec.placement.gpu-merge``), placed on a worker pool by
 ``gpuexec.scheduler.placement`` (a GPU pool for chunks above the crossover while it
 finishes first, else CPU) and restricted to that pool's resources (``{"GPU": 1}`` or
 ``{"CPU": 1}``). It runs the function under the pool's kernel backend (``gk.using``; on
@@ -50,9 +53,10 @@ import logging
 import os
 import pickle
 import queue
+import threading
 import time
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from coffea.processor import accumulate
@@ -62,9 +66,12 @@ from gpuexec import dashboard
 from gpuexec import device_reading
 from gpuexec import inflate as inflater
 from gpuexec import open_files as kept_files
+from gpuexec import config
+from gpuexec import gpu_cluster
 from gpuexec.dashboard import feed
+from gpuexec.gpu_cluster import GPUCluster
 from gpuexec.scheduler import keys
-from gpuexec.scheduler.cluster import PROFILE_INTERVAL, check_profile_interval
+from gpuexec.scheduler.cluster import backend_of
 from gpuexec.scheduler.heap import freeze_once
 from gpuexec.scheduler.placement import BACKUP_TICK, straggler_end
 from gpuexec.scheduler.report import (
@@ -82,7 +89,7 @@ from gpuexec.scheduler.report import (
 )
 from gpuexec.staging import StagedProcessor, Timings, processor_token
 
-__all__ = ["ChunkError", "GPUExecutor"]
+__all__ = ["ChunkError", "GPUCluster", "GPUExecutor"]
 
 logger = logging.getLogger(__name__)
 
@@ -291,32 +298,34 @@ class _Task:
     skip rule of coffea's ``Runner`` apply."""
 
     def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
-                 report_runs: bool = False, inflate: str = "auto", report_starts: bool = False,
-                 read_on_device: bool = False, cpu_direct_read: bool = False,
-                 read_ahead: bool = False, nvcomp_min_streams: int | None = None,
-                 nvcomp_slots: int | None = None, nvcomp_wait: float | None = None,
-                 nvcomp_share: bool | None = None, open_files: int = 0):
+                 report_runs: bool = False, report_starts: bool = False,
+                 reading: config.ReadingSettings | None = None):
         self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
+        reading = reading or config.ReadingSettings.read()
         # what every pool runs: Runner's work function on files kept open (open_files)
-        self.base = _kept_open(self.function, open_files)
+        self.base = _kept_open(self.function, reading.open_files)
         # device_reading's nvCOMP settings, set in the worker on every task (a worker keeps
-        # the last call's otherwise); None: this process's value, the module's default
-        self.reading = {name: getattr(device_reading, name) if value is None else value
-                        for name, value in (("NVCOMP_MIN_STREAMS", nvcomp_min_streams),
-                                            ("NVCOMP_SLOTS", nvcomp_slots),
-                                            ("NVCOMP_WAIT", nvcomp_wait),
-                                            ("NVCOMP_SHARE", nvcomp_share))}
+        # the last call's otherwise)
+        self.reading = {"NVCOMP_MIN_STREAMS": reading.nvcomp_min_streams,
+                        "NVCOMP_SLOTS": reading.nvcomp_slots,
+                        "NVCOMP_WAIT": reading.nvcomp_wait}
         # names the processor on the workers, whose direct reads learn its columns
-        self.read_ahead = processor_token(self.function) if read_ahead else None
+        self.read_ahead = processor_token(self.function) if reading.read_ahead else None
         self.compression = compression
-        self.inflate = inflate  # gpuexec.inflate choice, applied in the worker
-        self.read_on_device = read_on_device  # GPU pools: gpuexec.device_reading
-        self.cpu_direct_read = cpu_direct_read  # pools on the CPU engine: the same
-        self.backends = backends  # pool -> kernel backend its tasks run under
+        self.inflate = reading.inflate  # gpuexec.inflate choice, applied in the worker
+        self.read_on_device = reading.read_on_device  # GPU pools: gpuexec.device_reading
+        # pool -> kernel backend its tasks run under; AUTO: the worker's device's
+        self.backends = backends
         self.gpu_pools = frozenset(gpu_pools)
         self.report_runs = report_runs  # send each task's runs to the client as it ends
         self.report_starts = report_starts  # and when it starts (copies of stragglers)
         self.feed = dashboard.enabled()  # each task's end to the /gpuexec page
+
+    def backend(self, pool: str) -> str:
+        """The kernel backend of ``pool``'s tasks in this worker: AUTO resolves to the
+        vendor of the worker's own device (cuda on NVIDIA, hip on AMD)."""
+        name = self.backends[pool]
+        return device_backend() if name == AUTO else name
 
     def _work(self, pool: str, timings: Timings):
         """The work function for ``pool``: Runner's, with the processor's events staged
@@ -325,9 +334,9 @@ class _Task:
 
         ak_backend = "cpu"
         if pool in self.gpu_pools:
-            ak_backend = getattr(gk.get_backend(self.backends[pool]), "ak_backend", "cpu")
-        direct = self.read_on_device if ak_backend != "cpu" else self.cpu_direct_read
-        if ak_backend == "cpu" and not direct:
+            ak_backend = getattr(gk.get_backend(self.backend(pool)), "ak_backend", "cpu")
+        direct = self.read_on_device and ak_backend != "cpu"
+        if not direct:
             # host columns: the processor runs on coffea's events unchanged (staging on the
             # host only adds a rebuild of the events; its reads are then not timed apart),
             # and coffea unpickles it itself
@@ -375,7 +384,7 @@ class _Task:
             if self.report_runs:
                 _report_runs(runs)
             if self.feed and runs:
-                feed.send_task(pool, self.backends[pool], runs)
+                feed.send_task(pool, self.backend(pool), runs)
 
     def _outcome(self, item, indices: tuple, pool: str, part_units: tuple,
                  in_client: bool = False) -> _Partial:
@@ -388,7 +397,7 @@ class _Task:
                 _use_inflate(self.inflate)
                 for name, value in self.reading.items():
                     setattr(device_reading, name, value)
-            with gk.using(self.backends[pool]):
+            with gk.using(self.backend(pool)):
                 out = self._call(item, pool, timings)
         except _Skip as skip:
             return _Partial.empty((i, str(skip)) for i in indices)
@@ -411,6 +420,18 @@ class _Task:
         return _Partial(value, packed, _split_units(indices, part_units, units), [], [], runs)
 
 
+AUTO = "auto"  # a pool backend chosen on each worker from its own device (device_backend)
+
+
+def device_backend() -> str:
+    """The kernel backend of this worker's GPU: its vendor's (cuda or hip)."""
+    devices = gpu_cluster._visible_devices()
+    if not devices:
+        raise RuntimeError("this worker declares the GPU resource but sees no GPU "
+                           "(CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES?)")
+    return backend_of(devices[0].vendor)
+
+
 _inflate_in_use: str | None = None  # the choice applied in this worker process
 
 
@@ -421,6 +442,14 @@ def _use_inflate(choice: str) -> None:
     if _inflate_in_use != choice:
         inflater.use(choice)
         _inflate_in_use = choice
+
+
+def calibrate_on_worker(gpu: bool):
+    """On a GPU worker: its cached calibration, measured where there is none, in the
+    worker's own ``gpuexec.calibration-dir``."""
+    from gpuexec.scheduler.calibration import get_calibration
+
+    return get_calibration(directory=config.calibration_dir(), gpu=gpu)
 
 
 def _split_units(indices, part_units, units: int) -> dict:
@@ -582,66 +611,38 @@ class _RanHere:
 # -------------------------------------------------------------------------- executor
 class _SharedState:
     """What every copy of one executor shares: the report and placement of the last run,
-    and the calibration measured on the cluster."""
+    the calibration measured on the cluster, and the cluster it holds."""
 
     def __init__(self):
         self.report: RunReport | None = None
         self.placement = None
         self.calibration = None
-        self.mps_failed: str | None = None  # why gpu_share="auto" could not start MPS
         # nvCOMP where the NVIDIA GPU workers run: its version, None (absent), or
         # NVCOMP_UNKNOWN; False until heard (``_ask_for_nvcomp``, ``_hear_nvcomp``)
         self.nvcomp: str | None | bool = False
+        self.cluster: GPUCluster | None = None  # the default cluster (no client given)
+        self.held = None  # the ClusterSpec whose cluster these copies hold, until close()
+        self.lock = threading.Lock()
 
     def record(self, call: CallReport) -> RunReport:
         self.report = (self.report or RunReport()).add(call)
         return self.report
 
 
-_announced_no_gpu = False
-
-
-@functools.lru_cache(maxsize=1)
-def _visible_devices() -> tuple:
-    from gpuexec.scheduler.devices import discover
-
-    return tuple(discover())
-
-
-def _say_no_gpu(announce=print) -> None:
-    global _announced_no_gpu
-    if not _announced_no_gpu:
-        _announced_no_gpu = True
-        announce("gpuexec: no GPU found: CPU workers only")
-
-
-def _share_a_device(envs: list[dict]) -> bool:
-    """Whether two GPU workers of these pinning environments use one device."""
-    return len(envs) > len({tuple(sorted(e.items())) for e in envs})
-
-
-_announced_time_sliced = False
-
-
-def _say_time_sliced() -> None:
-    global _announced_time_sliced
-    if not _announced_time_sliced:
-        _announced_time_sliced = True
-        from gpuexec.scheduler.mps import CONTROL
-
-        warnings.warn("gpuexec: several GPU workers share an NVIDIA device without MPS "
-                      f"({CONTROL} is not on PATH, or its daemon did not start): CUDA "
-                      "time-slices their contexts, and processors of many small kernels "
-                      "run several times slower", RuntimeWarning, stacklevel=4)
-
-
 NVCOMP_UNKNOWN = "unknown"  # the GPU workers could not be asked
+NOT_NVIDIA = "not-nvidia"  # the probe's answer on a GPU worker whose device is not NVIDIA's
+
+
+def nvcomp_probe():
+    """On a GPU worker: nvCOMP's version (None: not installed), or NOT_NVIDIA."""
+    if device_backend() != "cuda":
+        return NOT_NVIDIA
+    return device_reading.nvcomp_version()
 # scheduler address -> nvCOMP's version on its NVIDIA GPU workers (None: not installed)
 _nvcomp_heard: dict[str, str | None] = {}
 
 
-# measured: ADL Q8 on two H200 hosts, 0.263 s without nvCOMP and 0.193 s with it, both
-# against futures' ~0.66 s (benchmarks/results/executor_q8{,_q6_nvcomp}_s42_h200.json)
+# the figures it quotes: docs/executor.md#nvcomp
 NVCOMP_MISSING = ("gpuexec: nvCOMP is not installed where the NVIDIA GPU workers run: they "
                   "inflate every zlib basket on the host, and reading bounds them (ADL Q8 on "
                   "the H200: 0.263 s a run, 0.193 s with nvCOMP). pip install "
@@ -689,180 +690,74 @@ def _gather_each(client, futures: list) -> list:
         return outcomes
 
 
+#: keywords that moved out of GPUExecutor -> where they live now (docs/configuration.md)
+MOVED = {
+    **{name: f"GPUCluster({name}=...), passed as client=" for name in (
+        "gpu_workers", "gpu_threads", "gpu_slots", "gpu_share", "cpu_workers",
+        "threads_per_worker", "memory_limit", "dashboard_address")},
+    **{name: f"the Dask config key 'gpuexec.{key}'" for name, key in (
+        ("gpu_merge", "placement.gpu-merge"), ("window", "placement.window"),
+        ("crossover", "placement.crossover"), ("probe", "placement.probe"),
+        ("gpu_lost_after", "placement.gpu-lost-after"), ("backups", "placement.backups"),
+        ("inflate", "reading.inflate"), ("read_on_device", "reading.read-on-device"),
+        ("read_ahead", "reading.read-ahead"), ("open_files", "reading.open-files"),
+        ("nvcomp_min_streams", "reading.nvcomp.min-streams"),
+        ("nvcomp_slots", "reading.nvcomp.slots"), ("nvcomp_wait", "reading.nvcomp.wait"),
+        ("gpu_sync", "gpu.sync"), ("profile_interval", "worker.profile-interval"))},
+}
+#: keywords removed with their feature (never shown to help on a GPU host)
+REMOVED = ("cpu_direct_read", "nvcomp_share")
+
+
+def _refuse_moved(kwargs: dict) -> None:
+    for name in kwargs:
+        if name in REMOVED:
+            raise TypeError(f"GPUExecutor's {name!r} was removed: it was never shown to help "
+                            "on a GPU host (docs/configuration.md#removed-keywords)")
+        if name in MOVED:
+            raise TypeError(f"GPUExecutor does not take {name!r}: it is set with "
+                            f"{MOVED[name]} (docs/configuration.md)")
+
+
 @dataclass
 class GPUExecutor(ExecutorBase):
     """coffea executor on Dask (see the module docstring).
 
-    Parameters (besides coffea's ``status``, ``unit``, ``desc``, ``compression``):
-        client: an existing ``distributed.Client``; its workers must declare the
-            resource ``CPU`` (e.g. ``LocalCluster(resources={"CPU": threads})``), and
-            GPU workers ``GPU`` (then its GPU tasks run under ``gpu_backend``).
-            None (default): gpuexec's embedded local cluster, started on first use,
-            shared by all executors with the same settings, closed by ``close()``, the
-            ``with`` block or at interpreter exit.
-        gpu_workers: GPU workers of the embedded cluster, pinned round robin to the
-            visible GPUs (0: none). Default: on NVIDIA with MPS (``gpu_share``), seven
-            eighths of each GPU's share of the cores (14 on a 16-core, one-GPU host: one
-            Python process cannot keep a GPU busy; measured figures in
-            ``devices.shared_gpu_workers``); otherwise one per GPU. Without a GPU: CPU workers
-            only (said once).
-        gpu_backend: the kernel backend of the GPU pool (default: "cuda" on NVIDIA,
-            "hip" on AMD). ``"cpu"`` runs the GPU pool on the CPU backend: a pool of
-            ``gpu_workers`` (default 1) workers that behaves as a GPU pool (placement,
-            merged tasks, fallback to CPU workers on failure) without a GPU, for tests.
-        gpu_threads: threads of each GPU worker (default: 1 where several workers share a
-            device, else 2, so that one chunk's reading and decompression overlaps
-            another's GPU compute); ``gpu_slots`` (default: as many) chunks in flight per
-            GPU worker.
-        gpu_share: how several GPU workers of one NVIDIA device share it: "mps" (an
-            NVIDIA MPS control daemon, joined if one runs, else started with the
-            embedded cluster and quit with it), "none" (CUDA time-slices their contexts:
-            on the H200, 16 processes of ADL Q8 ran 4x slower than with MPS), "auto"
-            (default: "mps" where ``nvidia-cuda-mps-control`` exists and a device has
-            more than one GPU worker; where its daemon does not start, a warning and the
-            pools of a host without MPS). AMD GPUs share without it.
-        gpu_sync: how a GPU worker of the embedded cluster waits for its device: "auto"
-            (default: the driver's own choice, which spins while a process has fewer
-            contexts than cores), "spin", "yield" or "block" (sleep until the device
-            signals, leaving the core to the other workers). Applied through
-            ``$GPUEXEC_GPU_SYNC`` (``gpuexec.kernels.gpu.runtime``), which workers of a
-            cluster of your own may set.
-        cpu_workers: CPU worker processes of the embedded cluster (default: one per
-            ``threads_per_worker`` of the cores the GPU workers leave; 0: none).
-        threads_per_worker: threads of each embedded CPU worker; the kernel engine's
-            numba thread count is set to the same number.
+    Parameters (besides coffea's ``status``, ``unit``, ``desc``, ``compression``,
+    ``function_name``); tuning is in Dask's configuration under ``gpuexec.*``
+    (docs/configuration.md):
+        client: a ``GPUCluster``, or a ``distributed.Client`` whose workers declare the
+            resource ``CPU`` (e.g. ``LocalCluster(resources={"CPU": threads})``) and, for
+            GPU workers, ``GPU`` (each runs its chunks on its own device's backend: cuda
+            on NVIDIA, hip on AMD). None (default): a default ``GPUCluster``, started on
+            first use, shared by every executor of the same plan, let go by ``close()``
+            or the ``with`` block (it stops when its last holder lets go).
+        gpu_backend: None (each GPU worker's own device decides), or "cpu": GPU tasks
+            run on the CPU engine (a GPU pool without a GPU: placement, merged tasks,
+            fallback to CPU workers on failure).
         calibration: "auto" (the kernel-engine calibration, run once on a GPU worker and
-            cached on disk per device), a ``Calibration``, or None (a neutral seed: the
-            pools' observed times decide).
-        crossover: a fixed GPU crossover in events per chunk (default: the models').
-        probe: chunks each pool gets first, whatever the models say.
-        gpu_merge: adjacent chunks of one file merged into one GPU task, at most (1: no
-            merging; fewer as the run ends, so that the last GPU tasks are short); the
-            placement charges each chunk its share of a task's fixed cost. Default 7: on
-            the H200 host (100 chunks, 14 GPU workers) one wave of 14 GPU tasks instead of
-            24 tasks in two waves, whose second left four workers idle; with
-            ``nvcomp_wait`` 0.4, ADL Q8 0.216 s against 0.256 and Q6 0.349 against 0.452,
-            Q2 and Q4 1.2x slower (still 1.2-1.4x coffea's FuturesExecutor;
-            benchmarks/results/executor_all_s30_h200.*).
-        window: tasks in flight per pool, as a multiple of its slots (windowed
-            submission: each chunk is placed when its pool has room, as earlier ones
-            complete; a GPU task counts ``gpu_merge`` chunks). A call with one CPU pool
-            (no placement) submits every chunk at once.
-        gpu_lost_after: seconds without any worker of a GPU pool before its chunks are
-            moved to CPU workers.
-        backups: a margin (default 0.5) or None (off): once every chunk is placed, a
-            task in flight is copied to another pool's idle slots when the copy is
-            predicted to finish earlier by more than this fraction of its own time (a
-            straggler, or a slow pool's last chunks); the first copy to complete counts
-            and the other is cancelled. One already running finishes on its worker and
-            its output is dropped; the next call on the cluster routes around that
-            worker until it ends (``report.processing.busy_at_start``).
-            ``report.processing.backups`` lists the copies. On the H200 host, with the
-            executors taking turns, ADL Q6 ran 1.04-1.07x faster with them in three calls,
-            Q8 0.99-1.02x, no query below 0.99x (docs/executor.md).
-        memory_limit: per embedded worker ("auto": a share of the machine's memory).
-        dashboard_address: of the embedded cluster (localhost; a busy port is replaced
-            by a free one).
-        profile_interval: seconds between the samples of Dask's statistical profiler in
-            the embedded workers (default 0.1; Dask's own is 0.01, and each sample holds
-            the worker's GIL: ``cluster.PROFILE_INTERVAL``); 0: no profiler (the
-            dashboard's Profile page stays empty); None: Dask's configured interval.
-        merge_on: where the chunks' outputs are merged: "client" (default: each output is
-            fetched into this process when its task completes, in the background, and
-            added to the result in chunk order; the last chunk's output is the only
-            merge left when the run ends: on the H200 host the tree's last merges and the
-            moves of GPU outputs to CPU workers took 70-80 ms after the last chunk of a
-            0.2-0.3 s run) or "cluster" (a tree of merge tasks on the workers, for
-            outputs too large to hold or add up in one process).
+            cached on disk there, ``gpuexec.calibration-dir``), a ``Calibration``, or None
+            (a neutral seed: the pools' observed times decide).
+        merge_on: where the chunks' outputs are merged: "client" (each output fetched
+            into this process as its task completes and added in chunk order) or
+            "cluster" (a tree of merge tasks on the workers, for outputs too large to
+            hold in one process; docs/executor.md#merging).
         treereduction: outputs merged per reduction task (``merge_on="cluster"``).
-        retries: extra attempts of a chunk that raises, as in coffea's executors (inside
-            the task for ``Runner``'s work, by Dask for other functions); a worker's
-            death is not an attempt (see ``allowed_failures``).
-        allowed_failures: worker deaths a task may witness before the run fails
-            (embedded cluster; for a client, the cluster's own setting applies).
+        retries: extra attempts of a chunk that raises, as in coffea's executors; a
+            worker's death is not an attempt (see ``allowed_failures``).
+        allowed_failures: worker deaths a task may witness before the run fails (the
+            default cluster's; a ``GPUCluster`` or a client has its own).
         priority: Dask priority of the run's tasks.
-        inflate: the library that inflates zlib-compressed baskets in the workers:
-            "auto" (default: ISA-L where python-isal is installed, else zlib), "isal" or
-            "zlib" (``gpuexec.inflate``; same bytes, less reading time: on the H200 host
-            reading was most of a GPU task).
-        read_on_device: on GPU workers, plain NanoAOD branches (flat numbers, jagged
-            content, offsets from counts) are read by ``gpuexec.device_reading``: the
-            host cuts the compressed blocks out of the file and decompresses them (a read
-            of many zlib blocks is inflated on the device by nvCOMP where
-            ``nvidia-nvcomp-cu13`` is installed), the bytes go to the device in one copy
-            and the values are made there, without uproot's per-basket interpretation.
-            Other buffers are read by coffea and uproot as before. False: every buffer
-            the usual way. The first processing call on a cluster asks an NVIDIA GPU
-            worker, beside its chunks, whether nvCOMP is installed there and warns once
-            where it is not (``nvcomp_on_gpu_workers``).
-        cpu_direct_read: CPU workers (and a GPU pool on the CPU engine) read the same
-            branches through ``gpuexec.device_reading`` with numpy (their events rebuilt
-            over its buffers) instead of coffea's events as they come. Off by default:
-            on a 2-core VM, ADL Q8 1.04x, Q6 1.00x, Q1 0.92x (docs/executor.md); not yet
-            measured on a GPU host.
-        read_ahead: with ``read_on_device`` (or ``cpu_direct_read``), a worker remembers
-            which branches the processor's tasks there read; a later task of the same
-            processor (the same pickle) reads them all at its first read, in one batch:
-            one inflate, one copy and, for enough zlib blocks, one nvCOMP call per task
-            instead of one per column. The first task of a processor on each worker reads
-            column by column, as without it.
-        nvcomp_min_streams: how large a direct read's batch of zlib blocks must be for a
-            GPU worker to hand it to nvCOMP, counted in blocks of its largest one's size
-            (``device_reading.stream_equivalents``; smaller: the host inflates it); None
-            keeps ``gpuexec.device_reading.NVCOMP_MIN_STREAMS`` (32, from a crossover
-            measured on the H200).
-        nvcomp_slots: how many batches may be on nvCOMP at once per GPU, across the
-            processes of a host; a batch that finds every slot taken (for ``nvcomp_wait``)
-            is inflated on the host (nvCOMP calls from many processes stop overlapping: on
-            the H200, twelve at once took about ten times as long as one). None keeps
-            ``gpuexec.device_reading.NVCOMP_SLOTS`` (4); 0: no limit.
-        nvcomp_wait: seconds a batch that finds every nvCOMP slot taken waits for one
-            before the host inflates it; None keeps ``gpuexec.device_reading.NVCOMP_WAIT``
-            (0.4; 0: the host at once).
-        nvcomp_share: instead of that wait, the host inflates such a batch basket by basket
-            from its end, and a slot that frees takes the baskets left to nvCOMP (never
-            much slower than the host alone, whatever the queue); None keeps
-            ``gpuexec.device_reading.NVCOMP_SHARE`` (False: not yet measured on a GPU).
-        open_files: ROOT files each worker thread keeps open between chunks (default
-            4; 0: each chunk opens its file, as coffea's executors do): a chunk of a kept
-            file starts from its tree's metadata, which uproot otherwise reads and
-            deserializes for every chunk (``gpuexec.open_files``; about 25 MB per kept
-            file of a 2656-branch NanoAOD tree). ``close_files()`` closes them.
     """
 
     client: Any = None
-    gpu_workers: int | None = None
     gpu_backend: str | None = None
-    gpu_threads: int | None = None
-    gpu_slots: int | None = None
-    gpu_share: str = "auto"
-    gpu_sync: str = "auto"
-    cpu_workers: int | None = None
-    threads_per_worker: int = 1
     calibration: Any = "auto"
-    crossover: float | None = None
-    probe: int = 0
-    gpu_merge: int = 7
-    window: float = 2.0
-    gpu_lost_after: float = 5.0
-    backups: float | None = 0.5
-    memory_limit: str | int | float = "auto"
-    dashboard_address: str = "127.0.0.1:8787"
-    profile_interval: float | None = PROFILE_INTERVAL
     merge_on: str = "client"
     treereduction: int = 20
     retries: int = 3
     allowed_failures: int = 3
     priority: int = 0
-    inflate: str = "auto"
-    read_on_device: bool = True
-    cpu_direct_read: bool = False
-    read_ahead: bool = True
-    nvcomp_min_streams: int | None = None
-    nvcomp_slots: int | None = None
-    nvcomp_wait: float | None = None
-    nvcomp_share: bool | None = None
-    open_files: int = kept_files.KEPT
 
     def __post_init__(self):
         if self.treereduction < 2:
@@ -871,28 +766,9 @@ class GPUExecutor(ExecutorBase):
             raise ValueError(f"merge_on is 'client' or 'cluster', got {self.merge_on!r}")
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
-        if self.threads_per_worker < 1 or (self.gpu_threads is not None and self.gpu_threads < 1):
-            raise ValueError("threads_per_worker and gpu_threads must be >= 1")
-        if self.gpu_workers is not None and self.gpu_workers < 0:
-            raise ValueError(f"gpu_workers must be >= 0, got {self.gpu_workers}")
-        if self.nvcomp_min_streams is not None and self.nvcomp_min_streams < 1:
-            raise ValueError(f"nvcomp_min_streams must be >= 1, got {self.nvcomp_min_streams}")
-        if self.nvcomp_slots is not None and self.nvcomp_slots < 0:
-            raise ValueError(f"nvcomp_slots must be >= 0, got {self.nvcomp_slots}")
-        if self.nvcomp_wait is not None and not self.nvcomp_wait >= 0:
-            raise ValueError(f"nvcomp_wait must be >= 0 seconds, got {self.nvcomp_wait}")
-        check_profile_interval(self.profile_interval)
-        if self.open_files < 0:
-            raise ValueError(f"open_files must be >= 0, got {self.open_files}")
-        if self.window <= 0 or self.gpu_merge < 1:
-            raise ValueError("window must be > 0 and gpu_merge >= 1")
-        inflater.check(self.inflate)
-        from gpuexec.kernels.gpu.runtime import SYNC_MODES
-
-        if self.gpu_sync not in SYNC_MODES:
-            raise ValueError(f"gpu_sync is one of {SYNC_MODES}, got {self.gpu_sync!r}")
-        if self.gpu_share not in ("auto", "mps", "none"):
-            raise ValueError(f"gpu_share is 'auto', 'mps' or 'none', got {self.gpu_share!r}")
+        if self.gpu_backend not in (None, "cpu"):
+            raise ValueError("gpu_backend is None (each GPU worker's own device decides) or "
+                             f"'cpu' (GPU tasks on the CPU engine), got {self.gpu_backend!r}")
         self._shared = _SharedState()
 
     # coffea's ExecutorBase.copy passes every attribute to the constructor; copies must
@@ -921,6 +797,16 @@ class GPUExecutor(ExecutorBase):
         return self._shared.report
 
     @property
+    def dashboard_link(self) -> str | None:
+        """The Dask dashboard of the cluster this executor runs on (starting the default
+        cluster if need be); gpuexec's page is the same server's ``/gpuexec``
+        (docs/monitoring.md). None where the scheduler serves no dashboard."""
+        cluster = self.cluster
+        link = (cluster.dashboard_link if cluster is not None
+                else getattr(self.client, "dashboard_link", None))
+        return link or None
+
+    @property
     def nvcomp_on_gpu_workers(self) -> str | None | bool:
         """nvCOMP's version where this executor's NVIDIA GPU workers run, None where it
         is not installed (they inflate on the host), ``NVCOMP_UNKNOWN`` where they could
@@ -934,119 +820,64 @@ class GPUExecutor(ExecutorBase):
         return self._shared.placement
 
     # ----------------------------------------------------------------- the cluster
-    def _gpu_plan(self) -> tuple[str, list[dict]]:
-        """(GPU pool backend, one pinning environment per GPU worker)."""
-        if self.gpu_workers == 0:
-            return "cpu", []
-        if self.gpu_backend == "cpu":
-            n = 1 if self.gpu_workers is None else self.gpu_workers
-            return "cpu", [{"GPUEXEC_DEVICE": f"cpu-{i}"} for i in range(n)]
-        devices = _visible_devices()
-        if not devices:
-            if self.gpu_workers:
-                warnings.warn(f"gpu_workers={self.gpu_workers} but no GPU is visible",
-                              RuntimeWarning, stacklevel=3)
-            _say_no_gpu()
-            return "cpu", []
-        from gpuexec.scheduler.devices import AMD
-
-        backend = self.gpu_backend or ("hip" if devices[0].vendor == AMD else "cuda")
-        n = (self._workers_per_device(backend, len(devices)) * len(devices)
-             if self.gpu_workers is None else self.gpu_workers)
-        return backend, [devices[i % len(devices)].pin_env() for i in range(n)]
-
-    def _workers_per_device(self, backend: str, n_devices: int) -> int:
-        """Default GPU workers per device: ``devices.shared_gpu_workers`` where its
-        processes run concurrently (NVIDIA with MPS), else one. AMD: one (not measured
-        here; ``gpu_workers`` sets any number)."""
-        if backend != "cuda" or not self._mps_usable():
-            return 1
-        from gpuexec.scheduler.devices import available_cores, shared_gpu_workers
-
-        return shared_gpu_workers(len(available_cores()), n_devices)
-
-    def _mps_usable(self) -> bool:
-        """Whether NVIDIA GPU workers may share a device through MPS: asked for, or "auto"
-        on a host with the control program whose daemon has not failed to start."""
-        if self.gpu_share != "auto":
-            return self.gpu_share == "mps"
-        from gpuexec.scheduler import mps
-
-        return mps.available() and not self._shared.mps_failed
-
-    def _gpu_threads(self, envs: list[dict]) -> int:
-        if self.gpu_threads is not None:
-            return self.gpu_threads
-        return 1 if _share_a_device(envs) else 2
-
-    def _gpu_sharing(self, backend: str, envs: list[dict]) -> str:
-        """"mps" or "none" for the embedded GPU pool (see ``gpu_share``)."""
-        if backend != "cuda" or not envs:
-            if self.gpu_share == "mps" and envs:
-                raise ValueError(f"gpu_share='mps' is NVIDIA's; the GPU pool runs {backend!r}")
-            return "none"
-        if self.gpu_share == "mps":
-            return "mps"
-        if self.gpu_share == "none" or not _share_a_device(envs):
-            return "none"
-        if self._mps_usable():
-            return "mps"
-        _say_time_sliced()
-        return "none"
+    @property
+    def cluster(self) -> GPUCluster | None:
+        """The ``GPUCluster`` this executor runs on (the default one when no client was
+        given); None for a ``distributed.Client``."""
+        if isinstance(self.client, GPUCluster):
+            return self.client
+        if self.client is not None:
+            return None
+        with self._shared.lock:
+            if self._shared.cluster is None:
+                self._shared.cluster = GPUCluster(gpu_backend=self.gpu_backend,
+                                                  allowed_failures=self.allowed_failures)
+            return self._shared.cluster
 
     def cluster_spec(self):
-        """The embedded cluster this executor uses when no client is given."""
-        from gpuexec.scheduler.cluster import ClusterSpec
-
-        backend, envs = self._gpu_plan()
-        if self.gpu_sync != "auto":
-            from gpuexec.kernels.gpu.runtime import SYNC_ENV
-
-            envs = [dict(e, **{SYNC_ENV: self.gpu_sync}) for e in envs]
-        return ClusterSpec.local(self.cpu_workers, self.threads_per_worker, self.memory_limit,
-                                 self.dashboard_address, self.allowed_failures,
-                                 gpu_envs=envs, gpu_threads=self._gpu_threads(envs),
-                                 gpu_slots=self.gpu_slots, gpu_backend=backend,
-                                 gpu_sharing=self._gpu_sharing(backend, envs),
-                                 profile_interval=self.profile_interval)
+        """The plan of the ``GPUCluster`` this executor runs on: the one it holds, else
+        the one it would start now."""
+        cluster = self.cluster
+        if cluster is None:
+            raise ValueError("an executor on a distributed.Client has no cluster spec")
+        return self._shared.held or cluster.spec
 
     def _pools(self, client=None) -> dict:
         from gpuexec.scheduler.cluster import CPU, GPU, WorkerPool
 
-        if self.client is None:
-            return {p.name: p for p in self.cluster_spec().pools if p.workers}
-        pools = {"cpu": WorkerPool.cpu(0, self.threads_per_worker)}
+        if self.cluster is not None:
+            pools = {p.name: p for p in self.cluster_spec().pools if p.workers}
+            if self.gpu_backend == "cpu":  # GPU tasks on the CPU engine, whatever the plan
+                pools = {n: (replace(p, backend="cpu") if p.is_gpu else p)
+                         for n, p in pools.items()}
+            return pools
+        pools = {"cpu": WorkerPool.cpu(0, 1)}
         if client is None:  # only the pools' task resources are asked for
             return pools
         # a user's cluster: pools of the workers declaring CPU and GPU, sized by them (the
-        # window and the placement count their slots)
+        # window and the placement count their slots); each GPU worker picks its backend
         workers = _workers(client).values()
         for name, resource in (("cpu", CPU), ("gpu", GPU)):
             declaring = [w for w in workers if w.get("resources", {}).get(resource)]
             if not declaring:
                 continue
             slots = max(1, int(min(w["resources"][resource] for w in declaring)))
-            backend = (self.gpu_backend or "cuda") if name == "gpu" else "cpu"
+            backend = "cpu" if name == "cpu" or self.gpu_backend == "cpu" else AUTO
             pools[name] = WorkerPool(name, len(declaring), slots, resources={resource: slots},
                                      task_resources={resource: 1}, backend=backend)
         return dict(sorted(pools.items(), key=lambda item: item[0] != "gpu"))
 
     def _connect(self):
-        from gpuexec.scheduler import cluster, plugins
+        from gpuexec.scheduler import cluster as planning
+        from gpuexec.scheduler import plugins
 
-        if self.client is None:
-            from gpuexec.scheduler.mps import MPSError
-
-            try:
-                client = cluster.shared_client(self.cluster_spec())
-            except MPSError as err:
-                if self.gpu_share != "auto":
-                    raise
-                # "auto" asked for no more than what works: the pools of a host without MPS
-                self._shared.mps_failed = str(err)
-                warnings.warn(f"gpuexec: {err}; GPU workers start without MPS (one per GPU)",
-                              RuntimeWarning, stacklevel=3)
-                client = cluster.shared_client(self.cluster_spec())
+        cluster = self.cluster
+        if cluster is not None:
+            with self._shared.lock:  # these copies hold the cluster until close()
+                if self._shared.held is None:
+                    client, self._shared.held = cluster._join()
+                else:
+                    client = planning.shared_client(self._shared.held, announce=None)
         else:
             client = self.client
             _check_resources(client, {"cpu": self._pools()["cpu"]})
@@ -1063,18 +894,12 @@ class GPUExecutor(ExecutorBase):
         return sum(client.run(kept_files.close_all).values())
 
     def close(self) -> None:
-        """Close the embedded cluster (shared with every executor of the same settings);
-        a client passed in is left to its owner."""
-        if self.client is None:
-            from gpuexec.scheduler.cluster import close_shared
-
-            try:
-                spec = self.cluster_spec()
-            except ValueError:
-                # settings no cluster is built from: none started, and __exit__'s caller
-                # already holds this error; raising it again would chain a second copy
-                return
-            close_shared(spec)
+        """Let go of the cluster: a ``GPUCluster`` stops when its last holder lets go (an
+        executor's run in flight on it is not disturbed); a client is left to its owner."""
+        with self._shared.lock:
+            held, self._shared.held = self._shared.held, None
+        if held is not None:
+            GPUCluster._leave(held)
 
     def __enter__(self) -> "GPUExecutor":
         return self
@@ -1092,11 +917,9 @@ class GPUExecutor(ExecutorBase):
             gpu = next((p for p in pools.values() if p.is_gpu), None)
             if gpu is None:
                 return None
-            from gpuexec.scheduler.calibration import get_calibration
-
             try:
                 self._shared.calibration = client.submit(
-                    get_calibration, gpu=gpu.backend != "cpu", pure=False,
+                    calibrate_on_worker, gpu=gpu.backend != "cpu", pure=False,
                     resources=gpu.task_resources_dict(), key=f"calibration-{keys.new_run_token()}",
                 ).result()
             except Exception as err:  # the policy works without it: observed times decide
@@ -1106,21 +929,23 @@ class GPUExecutor(ExecutorBase):
                 self._shared.calibration = False
         return self._shared.calibration or None
 
-    def _ask_for_nvcomp(self, client, pools: dict):
+    def _ask_for_nvcomp(self, client, pools: dict, read_on_device: bool = True):
         """A probe asking an NVIDIA GPU worker whether nvCOMP is installed there, submitted
         beside a processing call's chunks (None: nothing to ask). Asked once per cluster;
         an executor on a cluster already asked takes the answer. GPU workers without
         nvCOMP read with ``read_on_device`` but inflate on the host: a setup that looks
         like the shipped one and is slower."""
-        gpu = next((p for p in pools.values() if p.is_gpu and p.backend == "cuda"), None)
-        if gpu is None or not self.read_on_device:
+        gpu = next((p for p in pools.values()
+                    if p.is_gpu and p.backend in ("cuda", AUTO)), None)
+        if gpu is None or not read_on_device:
             return None
         address = client.scheduler.address
         if address in _nvcomp_heard:
-            self._shared.nvcomp = _nvcomp_heard[address]
+            if _nvcomp_heard[address] is not NOT_NVIDIA:
+                self._shared.nvcomp = _nvcomp_heard[address]
             return None
         try:
-            return client.submit(device_reading.nvcomp_version, pure=False,
+            return client.submit(nvcomp_probe, pure=False,
                                  resources=gpu.task_resources_dict(),
                                  key=f"nvcomp-probe-{keys.new_run_token()}")
         except Exception as err:  # noqa: BLE001 - advisory; the chunks report real faults
@@ -1144,17 +969,19 @@ class GPUExecutor(ExecutorBase):
             logger.debug("gpuexec: asking a GPU worker for nvCOMP failed: %r", err)
             version = NVCOMP_UNKNOWN
         _nvcomp_heard[client.scheduler.address] = version
+        if version == NOT_NVIDIA:  # a worker whose own device is not NVIDIA's
+            return
         self._shared.nvcomp = version
         if version is None:
             warnings.warn(NVCOMP_MISSING, RuntimeWarning, stacklevel=3)
 
-    def _placement(self, client, pools: dict):
+    def _placement(self, client, pools: dict, tuning: config.PlacementSettings):
         from gpuexec.scheduler.placement import Placement
 
         return Placement.from_pools(pools.values(), self._calibration(client, pools),
-                                    gpu_merge=self.gpu_merge, crossover=self.crossover,
-                                    probe=self.probe, unmeasured_depth=1, depth=self.window,
-                                    backup_margin=self.backups)
+                                    gpu_merge=tuning.gpu_merge, crossover=tuning.crossover,
+                                    probe=tuning.probe, unmeasured_depth=1,
+                                    depth=tuning.window, backup_margin=tuning.backups)
 
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):
@@ -1164,6 +991,7 @@ class GPUExecutor(ExecutorBase):
         started = time.perf_counter()
         if self._metadata_here(items):
             return self._call_here(items, function, accumulator, started)
+        tuning, reading = config.PlacementSettings.read(), config.ReadingSettings.read()
         client, ledger = self._connect()
         pools = self._pools(client)
         # Tasks carry their pool's resources so that each runs on its pool's workers; an
@@ -1171,7 +999,7 @@ class GPUExecutor(ExecutorBase):
         # Dask's scheduler and handed to whichever worker frees first, where restricted
         # ones are bound to a worker when submitted (128 tasks of 25-75 ms on 16 workers:
         # the workers idle 0.10 s at the end bound, 0.07 s queued; benchmarks/scheduling.py)
-        restrict = self.client is not None or any(p.is_gpu for p in pools.values())
+        restrict = self.cluster is None or any(p.is_gpu for p in pools.values())
         run = keys.new_run_token()
         labels = [keys.item_label(item) for item in items]
         chunks = all(isinstance(item, WorkItem) for item in items)
@@ -1181,8 +1009,9 @@ class GPUExecutor(ExecutorBase):
             # where an earlier call's cancelled copy still occupies a worker, any other
             # worker may take them (they would otherwise wait behind it on a lone CPU worker)
             restrict = restrict and not _still_running_at(client.scheduler.address)
-        probe = self._ask_for_nvcomp(client, pools) if chunks else None
-        policy = self._placement(client, pools) if chunks and len(pools) > 1 else None
+        probe = self._ask_for_nvcomp(client, pools, reading.read_on_device) if chunks else None
+        policy = (self._placement(client, pools, tuning)
+                  if chunks and len(pools) > 1 else None)
 
         # The task callable travels inside the graph: pickled once per message, so once
         # per batch of tasks sent to a worker. (As a future it would be a dependency, and
@@ -1190,12 +1019,9 @@ class GPUExecutor(ExecutorBase):
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
                      report_starts=policy is not None and policy.backup_margin is not None,
-                     inflate=self.inflate, read_on_device=self.read_on_device,
-                     cpu_direct_read=self.cpu_direct_read, read_ahead=self.read_ahead,
-                     nvcomp_min_streams=self.nvcomp_min_streams,
-                     nvcomp_slots=self.nvcomp_slots, nvcomp_wait=self.nvcomp_wait,
-                     nvcomp_share=self.nvcomp_share, open_files=self.open_files)
-        loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started)
+                     reading=reading)
+        loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started,
+                     tuning)
         progress = None
         if self.status:
             from gpuexec.scheduler.progress import WindowProgress
@@ -1257,11 +1083,10 @@ class GPUExecutor(ExecutorBase):
         """Whether Runner's preprocessing of ``items`` runs in this process: file
         metadata (entries, UUID) of at most ``METADATA_HERE`` files, on the embedded
         cluster (its workers read the same file system as this process). A Dask round trip
-        costs more than such a read: on the H200 host the preprocessing call of one file took
-        26-29 ms through the cluster, of 0.25-0.30 s runs of ADL Q8; the read itself about
-        5 ms (this VM: 24-37 ms against 4.5-5.8 ms). Many files go to the cluster, whose
-        processes read them side by side."""
-        return (self.client is None and len(items) <= METADATA_HERE
+        costs more than such a read (one file: 26-29 ms through the cluster against about
+        5 ms here on the H200 host; docs/executor.md#metadata). Many files go to the
+        cluster, whose processes read them side by side."""
+        return (self.cluster is not None and len(items) <= METADATA_HERE
                 and all(isinstance(item, FileMeta) for item in items))
 
     def _call_here(self, items: list, function, accumulator, started: float):
@@ -1270,14 +1095,14 @@ class GPUExecutor(ExecutorBase):
         same report, its runs on the "client" pool."""
         from concurrent.futures import ThreadPoolExecutor
 
-        task = _Task(function, self.compression, {CLIENT_POOL: "cpu"}, inflate=self.inflate)
+        task = _Task(function, self.compression, {CLIENT_POOL: "cpu"})
         units = [_expected_units(item) for item in items]
 
         def read(i: int) -> _Partial:
             return task._outcome(items[i], (i,), CLIENT_POOL, (units[i],), in_client=True)
 
         try:
-            if len(items) == 1:  # (a thread costs more than the read: 7 ms on this VM)
+            if len(items) == 1:  # a thread costs more than the read (docs/executor.md#metadata)
                 parts = [read(0)]
             else:
                 with ThreadPoolExecutor(len(items), thread_name_prefix="gpuexec-metadata") as th:
@@ -1376,10 +1201,12 @@ class _Loop:
     workers hands its chunks to the CPU pool."""
 
     def __init__(self, ex: GPUExecutor, client, pools: dict, items, labels, run, task, policy,
-                 restrict: bool = True, started: float | None = None):
+                 restrict: bool = True, started: float | None = None,
+                 tuning: config.PlacementSettings | None = None):
         from gpuexec.scheduler.placement import pool_slots
 
         self.ex, self.client, self.pools, self.items = ex, client, pools, items
+        self.tuning = tuning or config.PlacementSettings.read()  # gpuexec.placement.*
         self.labels, self.run_token, self.task, self.policy = labels, run, task, policy
         self.gpu = [n for n, p in pools.items() if p.is_gpu]
         self.cpu = [n for n, p in pools.items() if not p.is_gpu]
@@ -1391,7 +1218,7 @@ class _Loop:
         # later batches are cut into smaller merged tasks (``_merge_count``).
         # With a policy, each pool's depth bounds what is in flight instead (None here).
         self.limit = None if policy is not None else (
-            len(items) if not self.gpu else max(1, int(round(ex.window * self.slots))))
+            len(items) if not self.gpu else max(1, int(round(self.tuning.window * self.slots))))
         self.pending = list(range(len(items)))[::-1]  # stack: pop() gives the next chunk
         self.pending_units = sum(_expected_units(item) for item in items)
         self.in_flight: dict = {}  # task key -> _Submitted
@@ -1510,8 +1337,8 @@ class _Loop:
         last GPU tasks are short (on the H200, ADL Q6 at 24 GPU slots: the 25th task of
         four chunks started when the first 24 ended and set the makespan)."""
         if remaining is None:
-            return self.ex.gpu_merge
-        return max(1, min(self.ex.gpu_merge, -(-remaining // self.slots)))
+            return self.tuning.gpu_merge
+        return max(1, min(self.tuning.gpu_merge, -(-remaining // self.slots)))
 
     def _submit(self, pool: str, indices: list[int], merge: bool = True,
                 remaining: int | None = None, backup: bool = False) -> None:
@@ -1790,7 +1617,7 @@ class _Loop:
                 self.missing_since.pop(name, None)
                 continue
             since = self.missing_since.setdefault(name, now)
-            if now - since < self.ex.gpu_lost_after:
+            if now - since < self.tuning.gpu_lost_after:
                 continue
             self.dead.add(name)
             logger.warning("gpuexec: the %s pool has had no worker for %.0f s: its chunks run "
@@ -2103,3 +1930,17 @@ def _check_resources(client, pools: dict) -> None:
                 f"resources {need} that gpuexec's {name} tasks request; start its workers with "
                 f"resources (e.g. `dask worker --resources {example}` or "
                 f"LocalCluster(resources={need})), or use GPUExecutor() without a client")
+
+
+# A keyword that moved out of GPUExecutor names its new home (MOVED, REMOVED) instead of
+# the dataclass's bare "unexpected keyword argument".
+_dataclass_init = GPUExecutor.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init(self, *args, **kwargs):
+    _refuse_moved(kwargs)
+    _dataclass_init(self, *args, **kwargs)
+
+
+GPUExecutor.__init__ = _init

@@ -82,7 +82,7 @@ def compare_file(path, xp, to_host=lambda a: a) -> int:
 def host_baskets_freeing(monkeypatch, after: int, given_back: list) -> list:
     """The baskets the host inflates from now on, in order (``_host_payload`` counted);
     once ``after`` of them are done, the nvCOMP slot in ``given_back`` (if any) is given
-    back, as another batch's end would free it (``NVCOMP_SHARE`` tests)."""
+    back, as another batch's end would free it (``NVCOMP_WAIT`` tests)."""
     inflated = []
     host_payload = device_reading._host_payload
 

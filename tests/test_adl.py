@@ -31,7 +31,7 @@ GENERATED_EVENTS = 3000
 CHUNKS = {"generated": 3, "nano_dy": 2, "nano_dimuon": 2, "nano_tt_v15": 1}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     path = tmp_path_factory.mktemp("adl") / "adl_generated.root"
     return write_sample(path, GENERATED_EVENTS, seed=7, chunk_size=1000)
@@ -211,7 +211,8 @@ def test_q6_through_gpuexecutor_matches_reference():
     """The same processor through gpuexec's own executor (embedded Dask cluster)."""
     executor_module = pytest.importorskip("gpuexec.executor")
     path = REAL["nano_tt_v15"]
-    with executor_module.GPUExecutor(cpu_workers=1) as executor:
+    cluster = executor_module.GPUCluster(cpu_workers=1, dashboard_address="127.0.0.1:0")
+    with executor_module.GPUExecutor(client=cluster) as executor:
         out = _run_processor(6, path, executor, chunksize=100)
     assert out["n_events"] == 200
     assert_same_result(out, _reference(6, str(path)))

@@ -95,11 +95,15 @@ def test_cache_round_trip(tmp_path):
 
 
 def test_cache_location(monkeypatch, tmp_path):
-    monkeypatch.delenv("GPUEXEC_CALIBRATION_DIR", raising=False)
+    import dask
+
+    from gpuexec import config
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cal.cache_dir() == tmp_path / "xdg" / "gpuexec" / "calibration"
-    monkeypatch.setenv("GPUEXEC_CALIBRATION_DIR", str(tmp_path / "mine"))
-    assert cal.cache_dir() == tmp_path / "mine"
+    assert cal.cache_dir(config.calibration_dir()) == tmp_path / "xdg" / "gpuexec" / "calibration"
+    with dask.config.set({"gpuexec.calibration-dir": str(tmp_path / "mine")}):
+        assert cal.cache_dir(config.calibration_dir()) == tmp_path / "mine"
     assert cal.cache_dir(tmp_path / "arg") == tmp_path / "arg"
 
 

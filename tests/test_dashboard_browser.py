@@ -19,8 +19,8 @@ from coffea import processor
 
 from browser import DEEP_QUERY, FIGURES_DRAWN, chromium, wait_for
 from gpuexec.dashboard import GPUExecPlugin
+from gpuexec import GPUCluster
 from gpuexec.executor import GPUExecutor
-from gpuexec.scheduler.cluster import shared_client
 from test_executor import DIMUON, DY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,11 +49,11 @@ def _rows(driver):
 
 
 def test_page_shows_the_counts_of_the_report_per_worker(tmp_path):
-    executor = GPUExecutor(gpu_backend="cpu", gpu_workers=1, gpu_threads=1, cpu_workers=1,
-                           threads_per_worker=1, dashboard_address="127.0.0.1:0",
-                           status=False, calibration=None)
+    cluster = GPUCluster(gpu_backend="cpu", gpu_workers=1, gpu_threads=1, cpu_workers=1,
+                         threads_per_worker=1, dashboard_address="127.0.0.1:0")
+    executor = GPUExecutor(client=cluster, status=False, calibration=None)
     with contextlib.redirect_stdout(io.StringIO()):
-        client = shared_client(executor.cluster_spec())
+        client = cluster.client
     try:
         runner = processor.Runner(executor=executor, chunksize=10, metadata_cache={})
         out = runner({"DY": [DY], "DIMUON": [DIMUON]}, make(6), treename="Events")
@@ -66,7 +66,8 @@ def test_page_shows_the_counts_of_the_report_per_worker(tmp_path):
             w["events"] += run.units
         assert set(Counter(run.pool for run in report.runs)) == {"cpu", "gpu"}
 
-        page = client.dashboard_link.rsplit("/", 1)[0] + "/gpuexec"
+        assert executor.dashboard_link == cluster.dashboard_link == client.dashboard_link
+        page = executor.dashboard_link.rsplit("/", 1)[0] + "/gpuexec"
         with chromium() as driver:
             driver.get(page)
             drawn = wait_for(driver, FIGURES_DRAWN, lambda n: n >= 4)
@@ -89,6 +90,7 @@ def test_page_shows_the_counts_of_the_report_per_worker(tmp_path):
     finally:
         client.register_plugin(GPUExecPlugin())  # for the next test on this cluster
         executor.close()
+        cluster.close()
     assert drawn >= 4 and shot.stat().st_size > 10_000
     got = {r["name"]: {"pool": r["pool"], "chunks": r["chunks"], "events": r["events"]}
            for r in rows}

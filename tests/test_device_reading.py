@@ -619,50 +619,6 @@ def test_a_batch_finding_every_nvcomp_slot_taken_is_inflated_on_the_host(
     assert called == [1]  # given back after the call before
 
 
-def test_with_nvcomp_share_the_host_inflates_meanwhile_and_a_freed_slot_takes_the_rest(
-        multi, monkeypatch, tmp_path):
-    """``NVCOMP_SHARE``: a batch finding every slot taken is inflated on the host from its
-    last basket back, a slot looked for after each; one that frees takes the baskets left
-    to nvCOMP, the host's part follows. No slot freeing: the host inflates them all, with
-    no wait. The bytes and their order are the same every way."""
-    _fake_nvcomp(monkeypatch)
-    monkeypatch.setattr(device_reading.tempfile, "gettempdir", lambda: str(tmp_path))
-    monkeypatch.setattr(device_reading, "_SLOTS", {})
-    monkeypatch.setattr(device_reading, "NVCOMP_SLOTS", 1)
-    monkeypatch.setattr(device_reading, "NVCOMP_SHARE", True)
-    monkeypatch.setattr(device_reading, "NVCOMP_WAIT", 5.0)  # not used when sharing
-    with uproot.open(multi) as f:
-        baskets = device_reading.find_baskets(f["Events"]["Muon_pt"], 0, 9000)
-    assert len(baskets) >= 4
-    want, want_starts = device_reading._payloads(baskets, np, np.asarray)
-    sent = []  # how many baskets each nvCOMP call got
-    real = device_reading._nvcomp_payloads
-    monkeypatch.setattr(device_reading, "_nvcomp_payloads",
-                        lambda b, *a: sent.append(len(b)) or real(b, *a))
-    device_reading._payloads(baskets, _FakeCupy(), np.asarray)  # a free slot: nvCOMP
-    assert sent == [len(baskets)]
-    (slots,) = device_reading._SLOTS.values()
-
-    given_back = [slots.acquire()]  # taken by another batch, freed after two host baskets
-    inflated = cases.host_baskets_freeing(monkeypatch, 2, given_back)
-    sent.clear()
-    got, starts = device_reading._payloads(baskets, _FakeCupy(), np.asarray)
-    assert np.array_equal(got, want) and np.array_equal(starts, want_starts)
-    assert inflated == baskets[-2:][::-1] and sent == [len(baskets) - 2]
-    free = slots.acquire()
-    assert free is not None  # the slot was given back after the call
-    device_reading._DeviceSlots.release(free)
-
-    held = slots.acquire()  # never given back: the host inflates every basket
-    inflated.clear()
-    sent.clear()
-    start = time.perf_counter()
-    got, _ = device_reading._payloads(baskets, _FakeCupy(), np.asarray)
-    assert np.array_equal(got, want) and sent == [] and inflated == baskets[::-1]
-    assert time.perf_counter() - start < 4.0  # no NVCOMP_WAIT
-    device_reading._DeviceSlots.release(held)
-
-
 def test_a_batch_waits_nvcomp_wait_seconds_for_a_slot_before_the_host_takes_it(
         multi, monkeypatch, tmp_path):
     """With ``NVCOMP_WAIT`` a batch finding every slot taken waits for one: a slot given

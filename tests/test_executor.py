@@ -23,7 +23,10 @@ from coffea import processor
 from coffea.nanoevents import NanoAODSchema
 from dask.utils import key_split
 
+import dask
+
 import gpuexec
+from gpuexec import GPUCluster
 from gpuexec.executor import (ChunkError, GPUExecutor, _gather_each, _merge, _Partial,
                               _unwrap_runner_retries)
 from gpuexec.scheduler import keys
@@ -86,7 +89,8 @@ def runner(executor, **kw):
     return processor.Runner(executor=executor, **kw)
 
 
-EMBEDDED = dict(cpu_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0", status=False)
+EMBEDDED = dict(client=GPUCluster(cpu_workers=2, threads_per_worker=1,
+                                   dashboard_address="127.0.0.1:0"), status=False)
 
 
 @pytest.fixture(scope="module")
@@ -203,9 +207,9 @@ def test_embedded_workers_start_without_dasks_malloc_trim_threshold(monkeypatch)
     """Dask's nanny gives workers MALLOC_TRIM_THRESHOLD_=65536, which made an ADL chunk
     1.5x slower (cluster.NANNY_SETTINGS); gpuexec's workers start without it, and keep a
     value the user set. Their Dask profiler samples every 100 ms (Dask's: 10 ms), or not
-    at all with profile_interval=0; their event-loop tick and system monitor run every
-    200 ms and 1 s (Dask's: 20 ms and 500 ms, cluster.HOUSEKEEPING) unless Dask's
-    configuration sets another interval."""
+    at all with gpuexec.worker.profile-interval 0; their event-loop tick and system
+    monitor run every 200 ms and 1 s (Dask's: 20 ms and 500 ms, gpuexec.worker.*) unless
+    Dask's configuration sets another interval."""
     import dask
 
     def seen(dask_worker):
@@ -217,7 +221,7 @@ def test_embedded_workers_start_without_dasks_malloc_trim_threshold(monkeypatch)
                 dask_worker.periodic_callbacks["monitor"].callback_time)
 
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    spec = ClusterSpec.local(1, 1, dashboard_address="127.0.0.1:0")
+    spec = GPUCluster(1, 1, dashboard_address="127.0.0.1:0").spec
     try:
         client = shared_client(spec, announce=None)
         assert set(client.run(seen).values()) == {(None, True, "100ms", 200, 1000)}
@@ -228,7 +232,8 @@ def test_embedded_workers_start_without_dasks_malloc_trim_threshold(monkeypatch)
     assert dask.config.get("distributed.worker.profile.interval") == "10ms"  # here: Dask's
     assert dask.config.get("distributed.admin.tick.interval") == "20ms"
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1048576")
-    spec = ClusterSpec.local(1, 1, dashboard_address="127.0.0.1:0", profile_interval=0)
+    with dask.config.set({"gpuexec.worker.profile-interval": 0}):
+        spec = GPUCluster(1, 1, dashboard_address="127.0.0.1:0").spec
     try:
         with dask.config.set({"distributed.admin.tick.interval": "50ms"}):  # the user's
             client = shared_client(spec, announce=None)
@@ -344,7 +349,7 @@ def test_processor_token_names_a_processor_by_its_pickle():
 
 
 def test_copies_share_the_report_and_settings():
-    ex = GPUExecutor(cpu_workers=2, treereduction=5, status=False)
+    ex = GPUExecutor(client=GPUCluster(cpu_workers=2), treereduction=5, status=False)
     copy = ex.copy(desc="Preprocessing", compression=None)
     assert copy._shared is ex._shared and copy.desc == "Preprocessing"
     assert copy.treereduction == 5 and copy.cluster_spec() == ex.cluster_spec()
@@ -352,21 +357,18 @@ def test_copies_share_the_report_and_settings():
         GPUExecutor(treereduction=1)
     with pytest.raises(ValueError, match="merge_on"):
         GPUExecutor(merge_on="scheduler")
-    with pytest.raises(ValueError, match="nvcomp_min_streams"):
-        GPUExecutor(nvcomp_min_streams=0)
-    with pytest.raises(ValueError, match="nvcomp_slots"):
-        GPUExecutor(nvcomp_slots=-1)
-    with pytest.raises(ValueError, match="nvcomp_wait"):
-        GPUExecutor(nvcomp_wait=-0.1)
-    with pytest.raises(ValueError, match="nvcomp_wait"):
-        GPUExecutor(nvcomp_wait=float("nan"))
-    with pytest.raises(ValueError, match="open_files"):
-        GPUExecutor(open_files=-2)
-    with pytest.raises(ValueError, match="gpu_sync"):
-        GPUExecutor(gpu_sync="sleep")
-    with pytest.raises(ValueError, match="profile_interval"):
-        GPUExecutor(profile_interval=-0.1)
-    assert GPUExecutor(profile_interval=0, cpu_workers=1).cluster_spec().profile_interval == 0
+    from gpuexec import config
+
+    for key, value in (("reading.nvcomp.min-streams", 0), ("reading.nvcomp.slots", -1),
+                       ("reading.nvcomp.wait", -0.1), ("reading.nvcomp.wait", float("nan")),
+                       ("reading.open-files", -2), ("gpu.sync", "sleep"),
+                       ("worker.profile-interval", -0.1)):
+        with dask.config.set({f"gpuexec.{key}": value}), \
+                pytest.raises(ValueError, match=f"gpuexec.{key}"):
+            config.ReadingSettings.read()
+            config.WorkerSettings.read()
+    with dask.config.set({"gpuexec.worker.profile-interval": 0}):
+        assert GPUExecutor(client=GPUCluster(cpu_workers=1)).cluster_spec().profile_interval == 0
 
 
 class _ProbeClient:
@@ -402,12 +404,13 @@ def _probe_pools(backend: str) -> dict:
                               backend=backend)}
 
 
-def _probe_call(ex, client, backend: str = "cuda") -> list:
+def _probe_call(ex, client, backend: str = "cuda", read_on_device: bool = True) -> list:
     """What a processing call does about nvCOMP (ask before the chunks, hear after);
     the nvCOMP warnings it gave."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ex._hear_nvcomp(client, ex._ask_for_nvcomp(client, _probe_pools(backend)))
+        ex._hear_nvcomp(client, ex._ask_for_nvcomp(client, _probe_pools(backend),
+                                                   read_on_device))
     return [w for w in caught if "nvCOMP is not installed" in str(w.message)]
 
 
@@ -415,15 +418,13 @@ def test_nvidia_gpu_workers_without_nvcomp_are_warned_of_once_per_cluster():
     """A processing call asks an NVIDIA GPU worker whether nvCOMP is installed there, and
     warns where it is not (the workers would inflate on the host); a cluster is asked
     once, and its answer reaches every executor on it."""
-    from gpuexec import device_reading
-    from gpuexec.executor import NVCOMP_UNKNOWN
+    from gpuexec.executor import NVCOMP_UNKNOWN, nvcomp_probe
 
     ex, client = GPUExecutor(status=False), _ProbeClient(None)
     assert ex.nvcomp_on_gpu_workers is False  # not heard yet
     found = _probe_call(ex, client)
     assert len(found) == 1 and "gpuexec[cuda]" in str(found[0].message)
-    assert [(fn, res) for fn, res, _k in client.submitted] == [
-        (device_reading.nvcomp_version, {"GPU": 1})]
+    assert [(fn, res) for fn, res, _k in client.submitted] == [(nvcomp_probe, {"GPU": 1})]
     assert client.submitted[0][2].startswith("nvcomp-probe-")
     assert ex.copy(desc="Processing").nvcomp_on_gpu_workers is None
     other = GPUExecutor(status=False)  # another executor on the same cluster
@@ -446,11 +447,20 @@ def test_nvidia_gpu_workers_without_nvcomp_are_warned_of_once_per_cluster():
     assert len(_probe_call(late, busy)) == 1 and len(busy.submitted) == 2
 
     # not asked: a CPU-backed or AMD GPU pool, or GPU workers that read through uproot
-    for ex, backend in ((GPUExecutor(status=False), "cpu"), (GPUExecutor(status=False), "hip"),
-                        (GPUExecutor(status=False, read_on_device=False), "cuda")):
+    # (gpuexec.reading.read-on-device false)
+    for ex, backend, direct in ((GPUExecutor(status=False), "cpu", True),
+                                (GPUExecutor(status=False), "hip", True),
+                                (GPUExecutor(status=False), "cuda", False)):
         client = _ProbeClient(None)
-        assert not _probe_call(ex, client, backend)
+        assert not _probe_call(ex, client, backend, direct)
         assert client.submitted == [] and ex.nvcomp_on_gpu_workers is False
+    # a user's GPU workers pick their backend: asked, and one that is not NVIDIA's says so
+    import gpuexec.executor as executor_module
+
+    amd = GPUExecutor(status=False)
+    client = _ProbeClient(executor_module.NOT_NVIDIA)
+    assert not _probe_call(amd, client, "auto") and len(client.submitted) == 1
+    assert amd.nvcomp_on_gpu_workers is False
 
 
 # ------------------------------------------------------------------- on a cluster
@@ -486,8 +496,8 @@ def test_one_cpu_pool_submits_every_chunk_at_once(executor, reference, monkeypat
         return submit(self, pool, indices, *args, **kwargs)
 
     monkeypatch.setattr(executor_module._Loop, "_submit", recording)
-    out = runner(executor.copy(window=0.5), chunksize=100)(FILESET, DimuonProcessor(),
-                                                         treename="Events")
+    with dask.config.set({"gpuexec.placement.window": 0.5}):
+        out = runner(executor, chunksize=100)(FILESET, DimuonProcessor(), treename="Events")
     assert_same_output(out, reference)
     from gpuexec.scheduler.placement import pool_slots
 
@@ -537,22 +547,22 @@ def nvcomp_settings(_item):
     from gpuexec import device_reading
 
     return {"nvcomp": {(device_reading.NVCOMP_MIN_STREAMS, device_reading.NVCOMP_SLOTS,
-                        device_reading.NVCOMP_WAIT, device_reading.NVCOMP_SHARE)}}
+                        device_reading.NVCOMP_WAIT)}}
 
 
 def test_the_nvcomp_settings_reach_every_task(executor):
-    """nvcomp_min_streams, nvcomp_slots, nvcomp_wait and nvcomp_share are set in the worker
-    for each task (a worker keeps the last call's values otherwise); None keeps the
-    defaults."""
+    """gpuexec.reading.nvcomp.* (min-streams, slots, wait) are set in the worker for each
+    task (a worker keeps the last call's values otherwise); unset, the defaults."""
     from gpuexec import device_reading
 
-    out, _ = executor.copy(nvcomp_min_streams=9, nvcomp_slots=3, nvcomp_wait=0.25,
-                           nvcomp_share=not device_reading.NVCOMP_SHARE)(
-        list(range(8)), nvcomp_settings, None)
-    assert out == {"nvcomp": {(9, 3, 0.25, not device_reading.NVCOMP_SHARE)}}
+    with dask.config.set({"gpuexec.reading.nvcomp.min-streams": 9,
+                          "gpuexec.reading.nvcomp.slots": 3,
+                          "gpuexec.reading.nvcomp.wait": "250ms"}):
+        out, _ = executor(list(range(8)), nvcomp_settings, None)
+    assert out == {"nvcomp": {(9, 3, 0.25)}}
     out, _ = executor(list(range(8)), nvcomp_settings, None)
     assert out == {"nvcomp": {(device_reading.NVCOMP_MIN_STREAMS, device_reading.NVCOMP_SLOTS,
-                               device_reading.NVCOMP_WAIT, device_reading.NVCOMP_SHARE)}}
+                               device_reading.NVCOMP_WAIT)}}
 
 
 def test_preprocessing_through_the_executor_gives_coffeas_chunks(executor):
@@ -715,7 +725,8 @@ def test_client_without_the_resource_is_refused_up_front():
 
 
 def test_close_stops_the_embedded_cluster_and_a_later_call_restarts_it():
-    ex = GPUExecutor(cpu_workers=1, dashboard_address="127.0.0.1:0", status=False)
+    ex = GPUExecutor(client=GPUCluster(cpu_workers=1, dashboard_address="127.0.0.1:0"),
+                     status=False)
     with contextlib.redirect_stdout(io.StringIO()):
         with ex:
             assert ex(list(range(3)), square, None)[0]["items"] == 3

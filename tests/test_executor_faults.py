@@ -205,11 +205,12 @@ def test_embedded_cluster_is_closed_at_interpreter_exit(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(
         "import os\n"
-        "from gpuexec import GPUExecutor\n"
+        "from gpuexec import GPUCluster, GPUExecutor\n"
         "from gpuexec.scheduler.cluster import shared_client\n"
         "def double(x):\n    return {'n': 2 * x}\n"
         "if __name__ == '__main__':\n"
-        "    ex = GPUExecutor(cpu_workers=1, dashboard_address='127.0.0.1:0', status=False)\n"
+        "    ex = GPUExecutor(client=GPUCluster(cpu_workers=1, dashboard_address='127.0.0.1:0'),\n"
+        "                     status=False)\n"
         "    out, _ = ex(list(range(5)), double, None)\n"
         "    pids = shared_client(ex.cluster_spec()).run(os.getpid).values()\n"
         "    print('result', out['n'], 'workers', *pids)\n")

@@ -15,9 +15,11 @@ import time
 
 import awkward as ak
 import cloudpickle
+import dask
 import pytest
 from coffea import processor
 
+from gpuexec import GPUCluster
 from gpuexec.executor import GPUExecutor
 from gpuexec.staging import stage_events, to_host
 from gpuexec.scheduler import keys
@@ -28,10 +30,22 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
-# one CPU worker and one "GPU" worker of one thread each: fits the 2 cores here
-GPU_POOL = dict(gpu_backend="cpu", gpu_workers=1, gpu_threads=1, cpu_workers=1,
-                threads_per_worker=1, calibration=None, dashboard_address="127.0.0.1:0",
-                status=False, retries=0, gpu_lost_after=2.0)
+# one CPU worker and one "GPU" worker of one thread each: fits a 2-core machine
+GPU_CLUSTER = dict(gpu_backend="cpu", gpu_workers=1, gpu_threads=1, cpu_workers=1,
+                   threads_per_worker=1, dashboard_address="127.0.0.1:0")
+GPU_POOL = dict(client=GPUCluster(**GPU_CLUSTER), calibration=None, status=False, retries=0)
+
+
+def placement(**settings):
+    """``dask.config.set`` of ``gpuexec.placement.*`` keys given as keywords."""
+    return dask.config.set({f"gpuexec.placement.{k.replace('_', '-')}": v
+                            for k, v in settings.items()})
+
+
+@pytest.fixture(autouse=True, scope="module")
+def gpu_lost_after():
+    with placement(gpu_lost_after=2.0):
+        yield
 
 
 def on_gpu_pool() -> bool:
@@ -117,30 +131,30 @@ def test_spec_pins_one_gpu_worker_per_device_and_leaves_cpu_workers_the_rest():
 
 
 def test_no_gpu_means_cpu_workers_only_said_once(monkeypatch, capsys):
-    import gpuexec.executor as executor_module
+    from gpuexec import gpu_cluster
 
-    monkeypatch.setattr(executor_module, "_visible_devices", lambda: ())
-    monkeypatch.setattr(executor_module, "_announced_no_gpu", False)
-    a = GPUExecutor(cpu_workers=2).cluster_spec()
-    b = GPUExecutor(cpu_workers=2).cluster_spec()
+    monkeypatch.setattr(gpu_cluster, "_visible_devices", lambda: ())
+    monkeypatch.setattr(gpu_cluster, "_said", set())
+    a = GPUExecutor(client=GPUCluster(cpu_workers=2)).cluster_spec()
+    b = GPUExecutor(client=GPUCluster(cpu_workers=2)).cluster_spec()
     assert [p.name for p in a.pools] == ["cpu"] and a == b
     assert capsys.readouterr().out.count("no GPU found: CPU workers only") == 1
-    assert [p.name for p in GPUExecutor(gpu_backend="cpu", gpu_workers=2, cpu_workers=0)
-            .cluster_spec().pools if p.workers] == ["gpu"]
+    assert [p.name for p in GPUCluster(gpu_backend="cpu", gpu_workers=2, cpu_workers=0)
+            .spec.pools if p.workers] == ["gpu"]
 
 
 def test_no_gpu_and_no_cpu_workers_is_refused_saying_why(monkeypatch):
-    import gpuexec.executor as executor_module
+    from gpuexec import gpu_cluster
 
-    monkeypatch.setattr(executor_module, "_visible_devices", lambda: ())
+    monkeypatch.setattr(gpu_cluster, "_visible_devices", lambda: ())
     with pytest.raises(ValueError, match="cpu_workers=0 and no GPU worker"):
-        GPUExecutor(cpu_workers=0).cluster_spec()
+        GPUCluster(cpu_workers=0)
     with pytest.raises(ValueError, match="no GPU visible, or gpu_workers=0"):
-        GPUExecutor(gpu_workers=0, cpu_workers=0).cluster_spec()
-    # leaving the with block reports the error once, not again from close()
+        GPUCluster(gpu_workers=0, cpu_workers=0)
+    # a plan refused when the cluster is made leaves nothing for close() to report again
     with pytest.raises(ValueError, match="cpu_workers=0") as raised:
-        with GPUExecutor(cpu_workers=0) as executor:
-            executor.cluster_spec()
+        with GPUCluster(cpu_workers=0) as cluster:
+            cluster.spec
     assert raised.value.__context__ is None
 
 
@@ -201,8 +215,9 @@ def test_gpu_pool_run_matches_iterative_with_decisions_and_merges(executor, tt_r
     # no copies of slow tasks: both CPU probe chunks (the worker's first, opening the
     # 2656-branch file) were copied to the idle GPU pool and lost to the copies in a CI
     # run, leaving no chunk counted on the CPU pool. Copies have their own test (last)
-    ex = executor.copy(probe=2, backups=None)
-    out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+    ex = executor.copy()
+    with placement(probe=2, backups=None):
+        out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
     assert_same_output(out, tt_reference)
     call = ex.report.processing
     assert call.processed == call.expected == 200 and set(call.pools) == {"cpu", "gpu"}
@@ -218,24 +233,22 @@ def test_gpu_pool_run_matches_iterative_with_decisions_and_merges(executor, tt_r
     assert set(call.timing()) == {"cpu", "gpu"}
 
 
-def test_pools_on_the_cpu_engine_read_directly_when_asked(executor, tt_reference):
-    """``cpu_direct_read=True``: CPU workers and the CPU-engine GPU pool read through
-    gpuexec.device_reading (numpy); the output is the same, every event counted once, and
-    each pool's reading is timed apart (as it is not when coffea reads)."""
-    # the second call's tasks read the columns the first call's learned in one batch
-    # (read_ahead, the default); the third reads column by column. No copies of slow
-    # tasks: a CPU probe chunk (its worker's first, opening the 2656-branch file) could be
-    # copied to the idle GPU pool and lose to the copy, leaving the CPU pool no counted
-    # run to time (this failed twice in full-suite runs, with no CPU read time)
-    for settings in ({}, {}, {"read_ahead": False}):
-        ex = executor.copy(probe=2, cpu_direct_read=True, backups=None, **settings)
-        out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+def test_pools_on_the_cpu_engine_read_through_coffea(executor, tt_reference):
+    """Pools on the CPU engine (CPU workers, the CPU-engine GPU pool) run the processor on
+    coffea's events as they come, with or without read-ahead: the output is the same,
+    every event counted once, and no reading is timed apart (device_reading serves GPU
+    devices only)."""
+    # no copies of slow tasks: a CPU probe chunk could be copied to the idle GPU pool and
+    # lose to the copy, leaving the CPU pool no counted run
+    for settings in ({}, {"gpuexec.reading.read-ahead": False}):
+        ex = executor.copy()
+        with placement(probe=2, backups=None), dask.config.set(settings):
+            out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
         assert_same_output(out, tt_reference)
         call = ex.report.processing
         assert call.processed == call.expected == 200
         timing = call.timing()
-        assert {pool: t["read"] > 0 for pool, t in timing.items()} == {"cpu": True,
-                                                                       "gpu": True}, (
+        assert {pool: t["read"] for pool, t in timing.items()} == {"cpu": 0, "gpu": 0}, (
             settings, timing, call.pools)
 
 
@@ -264,8 +277,9 @@ def test_the_policy_gets_each_tasks_runs_by_worker_event(executor, tt_reference,
     import gpuexec.executor as executor_module
 
     seen = _count_runs_sources(monkeypatch)
-    ex = executor.copy(probe=2)
-    out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+    ex = executor.copy()
+    with placement(probe=2):
+        out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
     assert_same_output(out, tt_reference)
     assert seen["fetch"] == 0 and seen["event"] == _tasks(ex), (seen, _tasks(ex))
     assert all(d["actual_seconds"] is not None for d in ex.placement.decisions())
@@ -277,16 +291,18 @@ def test_a_lost_runs_event_is_fetched_instead(executor, tt_reference, monkeypatc
 
     seen = _count_runs_sources(monkeypatch)
     monkeypatch.setattr(executor_module, "_store_runs", lambda event: None)  # events dropped
-    ex = executor.copy(probe=2)
-    out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
+    ex = executor.copy()
+    with placement(probe=2):
+        out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
     assert_same_output(out, tt_reference)
     assert seen["event"] == 0 and seen["fetch"] == _tasks(ex), (seen, _tasks(ex))
     assert all(d["actual_seconds"] is not None for d in ex.placement.decisions())
 
 
 def test_a_chunk_failing_on_the_gpu_pool_is_retried_on_a_cpu_worker(executor, tt_reference):
-    ex = executor.copy(probe=3)
-    out = runner(ex, chunksize=20)({"TT": [TT]}, OOMOnGPU(), treename="Events")
+    ex = executor.copy()
+    with placement(probe=3):
+        out = runner(ex, chunksize=20)({"TT": [TT]}, OOMOnGPU(), treename="Events")
     assert_same_output(out, tt_reference)
     call = ex.report.processing
     assert call.processed == 200 and call.pools == {"cpu": 10}
@@ -315,19 +331,21 @@ def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     # GPU tasks of 4 chunks (the default was 4 when this was written): SlowOnGPU's delay is
     # per task, so with 7-chunk tasks 2 s buys seven chunks, and of 20 chunks the first,
     # unmeasured placement commits up to 13 to the GPU pool before one is timed (13 slow
-    # against 11 fast, CI dry run of the thirtieth session)
-    fast = executor.copy(gpu_merge=4)
+    # against 11 fast in a CI dry run)
+    fast = executor.copy()
     # a GPU pool clearly faster than the CPU pool, so the baseline does not hang on timing
     # noise: 1 s per CPU chunk (with 0.3 s, the fast run put only 8 of 20 chunks on the GPU
     # pool in a CI dry run with another test run on the VM, as many as the slow run's first,
     # unmeasured placement; 17-19 alone or beside two busy loops, and 19 with 1 s)
-    runner(fast, chunksize=10)(fileset, SlowOnGPU(0.0, cpu_delay=1.0), treename="Events")
+    with placement(gpu_merge=4):
+        runner(fast, chunksize=10)(fileset, SlowOnGPU(0.0, cpu_delay=1.0), treename="Events")
     fast_gpu = fast.report.processing.pools.get("gpu", 0)
-    slow = executor.copy(gpu_merge=4)
+    slow = executor.copy()
     # 2 s per GPU chunk: the CPU pool's whole backlog stays shorter than one GPU chunk even
     # on a loaded machine (with 1 s, two test suites at once on 2 cores made a CPU backlog
     # long enough that a GPU slot did finish a chunk earlier, as the policy then says)
-    out = runner(slow, chunksize=10)(fileset, SlowOnGPU(2.0), treename="Events")
+    with placement(gpu_merge=4):
+        out = runner(slow, chunksize=10)(fileset, SlowOnGPU(2.0), treename="Events")
     assert entries(out) == 200
     slow_gpu = slow.report.processing.pools.get("gpu", 0)
     assert slow_gpu < fast_gpu, (fast_gpu, slow_gpu, fast.report.processing.busy_at_start,
@@ -340,10 +358,9 @@ def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
 
 @pytest.mark.parametrize("merge_on", ["client", "cluster"])
 def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference, merge_on):
-    # its own cluster: the test kills the GPU worker and its nanny. Its outputs are
-    # fetched into the client (merge_on="client") or moved to CPU workers ("cluster")
-    ex = GPUExecutor(**dict(GPU_POOL, dashboard_address="127.0.0.1:0", window=4.0,
-                            gpu_merge=1, probe=20, merge_on=merge_on))
+    # the test kills the GPU worker and its nanny, and closes the cluster after. Its
+    # outputs are fetched into the client (merge_on="client") or moved to CPU workers
+    ex = GPUExecutor(**dict(GPU_POOL, merge_on=merge_on))
     with contextlib.redirect_stdout(io.StringIO()):
         client = shared_client(ex.cluster_spec())
     try:
@@ -378,7 +395,9 @@ def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference, m
         killer.start()
         try:
             # 5 chunks: the GPU pool runs them one after another, 0.5 s each
-            out = runner(ex, chunksize=40)({"TT": [TT]}, SlowOnGPU(0.5), treename="Events")
+            with placement(window=4.0, gpu_merge=1, probe=20):
+                out = runner(ex, chunksize=40)({"TT": [TT]}, SlowOnGPU(0.5),
+                                               treename="Events")
         finally:
             killer.join()
         assert killed, "the GPU worker was not killed while it ran chunks"
@@ -393,7 +412,11 @@ def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference, m
         assert call.reruns or call.fallbacks
         assert all(f.from_pool == "gpu" and f.to_pool == "cpu" for f in call.fallbacks)
     finally:
+        spec = ex.cluster_spec()
         ex.close()
+        from gpuexec.scheduler.cluster import close_shared
+
+        close_shared(spec)  # its GPU worker is dead for good: the next user starts afresh
 
 
 def _bare_loop(n_chunks):
@@ -593,10 +616,13 @@ def test_tasks_go_around_a_worker_an_earlier_cancelled_copy_still_occupies():
 def test_merged_gpu_tasks_shrink_as_the_run_ends():
     """Guided self-scheduling of merged GPU tasks: gpu_merge chunks while plenty remain,
     then at most the remaining chunks' share of one slot."""
+    from gpuexec import config
     from gpuexec.executor import _Loop
 
     loop = _Loop.__new__(_Loop)
-    loop.ex, loop.slots = GPUExecutor(gpu_merge=4), 16
+    loop.ex, loop.slots = GPUExecutor(), 16
+    with placement(gpu_merge=4):
+        loop.tuning = config.PlacementSettings.read()
     assert [loop._merge_count(r) for r in (None, 100, 64, 49, 33, 17, 16, 1)] == \
         [4, 4, 4, 4, 3, 2, 1, 1]
 
@@ -618,8 +644,9 @@ def test_a_straggling_cpu_chunk_is_copied_to_the_idle_gpu_pool(executor, tt_refe
     counts once. The next call routes around the CPU worker that the cancelled
     straggler keeps busy. (Last in the module: the straggler runs until it ends.)"""
     delay = 30.0
-    ex = executor.copy(backups=0.5)
-    out = runner(ex, chunksize=20)({"TT": [TT]}, SlowOnCPU(delay), treename="Events")
+    ex = executor.copy()
+    with placement(backups=0.5):
+        out = runner(ex, chunksize=20)({"TT": [TT]}, SlowOnCPU(delay), treename="Events")
     assert_same_output(out, tt_reference)
     call = ex.report.processing
     assert call.processed == 200 and sum(call.pools.values()) == 10

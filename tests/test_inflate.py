@@ -72,15 +72,21 @@ def test_workers_inflate_with_the_executors_choice():
     pytest.importorskip("isal")
     # a cluster of its own (one worker), closed at the end: tests of other modules
     # check what their shared embedded cluster announces when it starts
-    ex = GPUExecutor(cpu_workers=1, threads_per_worker=1, dashboard_address="127.0.0.1:0",
-                     status=False, inflate="zlib")
+    import dask
+
+    from gpuexec import GPUCluster, config
+
+    ex = GPUExecutor(client=GPUCluster(cpu_workers=1, threads_per_worker=1,
+                                       dashboard_address="127.0.0.1:0"), status=False)
     with contextlib.redirect_stdout(io.StringIO()), ex:
-        out, _ = ex(list(range(4)), uproot_inflater, None)
+        with dask.config.set({"gpuexec.reading.inflate": "zlib"}):
+            out, _ = ex(list(range(4)), uproot_inflater, None)
         assert out == {"library": {"zlib"}}
-        out, _ = ex.copy(inflate="auto")(list(range(4)), uproot_inflater, None)
+        out, _ = ex.copy()(list(range(4)), uproot_inflater, None)  # "auto", the default
         assert out == {"library": {"isal"}}
-    with pytest.raises(ValueError, match="inflate is one of"):
-        GPUExecutor(inflate="libdeflate")
+    with dask.config.set({"gpuexec.reading.inflate": "libdeflate"}), \
+            pytest.raises(ValueError, match="gpuexec.reading.inflate must be"):
+        config.ReadingSettings.read()
 
 
 @pytest.mark.parametrize("sample", ["nano_dy", "nano_tt_v15"])

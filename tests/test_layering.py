@@ -18,15 +18,18 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gpuexec"
 # which holds only __version__ and the lazy GPUExecutor)
 ALLOWED = {
     "gpuexec.kernels": set(),
-    "gpuexec.scheduler": {"gpuexec.kernels"},
+    "gpuexec.config": set(),
+    "gpuexec.scheduler": {"gpuexec.kernels", "gpuexec.config"},
+    "gpuexec.gpu_cluster": {"gpuexec.config", "gpuexec.scheduler", "gpuexec.kernels"},
     "gpuexec.inflate": set(),
     "gpuexec.device_reading": {"gpuexec.inflate"},
     "gpuexec.open_files": set(),
     "gpuexec.staging": {"gpuexec.device_reading", "gpuexec.kernels"},
-    "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.inflate",
+    "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.config",
+                         "gpuexec.gpu_cluster", "gpuexec.inflate",
                          "gpuexec.device_reading", "gpuexec.open_files", "gpuexec.staging",
                          "gpuexec.dashboard"},
-    "gpuexec.dashboard": {"gpuexec.scheduler", "gpuexec.kernels"},
+    "gpuexec.dashboard": {"gpuexec.scheduler", "gpuexec.kernels", "gpuexec.config"},
     "gpuexec.report_cli": {"gpuexec.scheduler"},
 }
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gpuexec import GPUExecutor
+from gpuexec import GPUCluster, GPUExecutor
 from gpuexec.scheduler import mps
 from gpuexec.scheduler.cluster import ClusterSpec
 
@@ -121,10 +121,10 @@ class _Device:
 
 
 def _sharing(monkeypatch, devices, **kwargs) -> str:
-    import gpuexec.executor as executor_module
+    from gpuexec import gpu_cluster
 
-    monkeypatch.setattr(executor_module, "_visible_devices", lambda: tuple(devices))
-    return GPUExecutor(cpu_workers=1, **kwargs).cluster_spec().gpu_sharing
+    monkeypatch.setattr(gpu_cluster, "_visible_devices", lambda: tuple(devices))
+    return GPUExecutor(client=GPUCluster(cpu_workers=1, **kwargs)).cluster_spec().gpu_sharing
 
 
 def test_auto_uses_mps_where_workers_share_an_nvidia_device(fake_control, monkeypatch):
@@ -135,17 +135,16 @@ def test_auto_uses_mps_where_workers_share_an_nvidia_device(fake_control, monkey
     assert _sharing(monkeypatch, one, gpu_workers=4, gpu_share="none") == "none"
     assert _sharing(monkeypatch, one, gpu_workers=4, gpu_backend="cpu") == "none"
     with pytest.raises(ValueError, match="NVIDIA's"):
-        _sharing(monkeypatch, [_Device("GPU-a", "amd")] * 1, gpu_workers=2,
-                 gpu_backend="hip", gpu_share="mps")
+        _sharing(monkeypatch, [_Device("GPU-a", "amd")] * 1, gpu_workers=2, gpu_share="mps")
     with pytest.raises(ValueError, match="gpu_share"):
-        GPUExecutor(gpu_share="always")
+        GPUCluster(gpu_share="always")
 
 
 def test_auto_without_the_control_program_warns_once(monkeypatch):
-    import gpuexec.executor as executor_module
+    from gpuexec import gpu_cluster
 
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr(executor_module, "_announced_time_sliced", False)
+    monkeypatch.setattr(gpu_cluster, "_said", set())
     with pytest.warns(RuntimeWarning, match="without MPS"):
         assert _sharing(monkeypatch, [_Device("GPU-a")], gpu_workers=3) == "none"
     import warnings
@@ -198,12 +197,12 @@ def test_gpu_workers_of_a_running_cluster_see_the_daemon(fake_control):
 
 
 def _default_pools(monkeypatch, devices, cores=16, **kwargs) -> dict:
-    import gpuexec.executor as executor_module
+    from gpuexec import gpu_cluster
     from gpuexec.scheduler import devices as devices_module
 
-    monkeypatch.setattr(executor_module, "_visible_devices", lambda: tuple(devices))
+    monkeypatch.setattr(gpu_cluster, "_visible_devices", lambda: tuple(devices))
     monkeypatch.setattr(devices_module, "available_cores", lambda: list(range(cores)))
-    spec = GPUExecutor(**kwargs).cluster_spec()
+    spec = GPUExecutor(client=GPUCluster(**kwargs)).cluster_spec()
     return {p.name: (p.workers, p.threads) for p in spec.pools} | {"sharing": spec.gpu_sharing}
 
 
@@ -217,7 +216,7 @@ def test_default_pools_put_several_gpu_workers_on_a_device_only_with_mps(fake_co
     # told not to share, or an AMD device (not measured): one worker per device, 2 threads
     assert _default_pools(monkeypatch, one, gpu_share="none") \
         == {"gpu": (1, 2), "cpu": (14, 1), "sharing": "none"}
-    assert _default_pools(monkeypatch, one, gpu_backend="hip") \
+    assert _default_pools(monkeypatch, [_Device("GPU-a", "amd")]) \
         == {"gpu": (1, 2), "cpu": (14, 1), "sharing": "none"}
     # explicit settings win
     assert _default_pools(monkeypatch, one, gpu_workers=6, gpu_threads=2)["gpu"] == (6, 2)
@@ -250,17 +249,15 @@ def test_auto_falls_back_to_one_gpu_worker_per_device_when_the_daemon_fails(
         fake_control, monkeypatch):
     """gpu_share="auto" on a host whose MPS daemon does not start (e.g. a GPU in exclusive
     mode): a warning, and the pools of a host without MPS; "mps" raises."""
-    import gpuexec.executor as executor_module
+    from gpuexec import gpu_cluster
     from gpuexec.scheduler import devices as devices_module
 
     monkeypatch.setenv("FAKE_MPS_FAIL", "1")
-    monkeypatch.setattr(executor_module, "_visible_devices", lambda: (_Device("GPU-a"),))
+    # a pretend NVIDIA device: its workers' warm-up fails (logged), the cluster starts
+    monkeypatch.setattr(gpu_cluster, "_visible_devices", lambda: (_Device("GPU-a"),))
     monkeypatch.setattr(devices_module, "available_cores", lambda: list(range(4)))
-    # the GPU worker's backend is the CPU engine's stand-in: no GPU here
-    monkeypatch.setattr(executor_module.GPUExecutor, "_gpu_plan",
-                        lambda self: ("cuda", [{"CUDA_VISIBLE_DEVICES": "GPU-a"}]
-                                      * self._workers_per_device("cuda", 1)))
-    ex = GPUExecutor(cpu_workers=1, dashboard_address="127.0.0.1:0", status=False)
+    ex = GPUExecutor(client=GPUCluster(cpu_workers=1, dashboard_address="127.0.0.1:0"),
+                     status=False)
     assert ex.cluster_spec().gpu_sharing == "mps"
     try:
         with pytest.warns(RuntimeWarning, match="did not start.*without MPS"):
@@ -272,4 +269,5 @@ def test_auto_falls_back_to_one_gpu_worker_per_device_when_the_daemon_fails(
     finally:
         ex.close()
     with pytest.raises(mps.MPSError, match="did not start"):
-        GPUExecutor(cpu_workers=1, gpu_share="mps", dashboard_address="127.0.0.1:0")._connect()
+        GPUExecutor(client=GPUCluster(cpu_workers=1, gpu_share="mps",
+                                      dashboard_address="127.0.0.1:0"))._connect()

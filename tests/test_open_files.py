@@ -222,13 +222,18 @@ def test_each_thread_keeps_its_own_files():
 
 
 def test_the_executor_setting_is_checked_and_zero_keeps_runners_function():
-    with pytest.raises(ValueError, match="open_files must be >= 0, got -1"):
-        GPUExecutor(open_files=-1)
+    import dask
+
+    from gpuexec import config
+
+    with dask.config.set({"gpuexec.reading.open-files": -1}), \
+            pytest.raises(ValueError, match="open-files must be >= 0, got -1"):
+        config.ReadingSettings.read()
     _, work = _runner_work([DY], 40)
     assert _kept_open(work, 0) is work
     assert _kept_open(len, 4) is len  # any other function runs as it is
     assert _kept_open(work, 3).keywords["kept"] == 3
-    assert np.isfinite(GPUExecutor().open_files)
+    assert np.isfinite(config.ReadingSettings.read().open_files)
 
 
 def processor_events(item, directory, iteritems_options=None, schema=NanoAODSchema):

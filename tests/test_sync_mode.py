@@ -1,4 +1,4 @@
-"""How GPU workers wait for their device (``GPUExecutor(gpu_sync=...)``): the setting
+"""How GPU workers wait for their device (Dask's ``gpuexec.gpu.sync``): the setting
 reaches the GPU workers' environment only, and the kernel runtime applies
 ``$GPUEXEC_GPU_SYNC`` through its binding table before it opens the device, with a
 stand-in table here (tests/gpu/test_gpu_sync.py reads the flag back on the H200)."""
@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpuexec import GPUExecutor
+import dask
+
+from gpuexec import GPUCluster, GPUExecutor
 from gpuexec.kernels.gpu import runtime
 
 
@@ -49,11 +51,12 @@ def test_runtime_applies_the_sync_mode_before_it_opens_the_device(monkeypatch, t
 
 def test_gpu_sync_reaches_the_gpu_workers_environment_only():
     def envs(**settings):
-        spec = GPUExecutor(gpu_backend="cpu", gpu_workers=2, cpu_workers=1, status=False,
-                           **settings).cluster_spec()
+        cluster = GPUCluster(gpu_backend="cpu", gpu_workers=2, cpu_workers=1)
+        with dask.config.set({f"gpuexec.gpu.{k}": v for k, v in settings.items()}):
+            spec = GPUExecutor(client=cluster, status=False).cluster_spec()
         return {name: w["options"]["env"] for name, w in spec.worker_specs().items()}
 
-    blocked = envs(gpu_sync="block")
+    blocked = envs(sync="block")
     assert {n: e.get(runtime.SYNC_ENV) for n, e in blocked.items()} == \
         {"gpu-0": "block", "gpu-1": "block", "cpu-0": None}
     assert all(runtime.SYNC_ENV not in e for e in envs().values())  # "auto": unset

@@ -200,9 +200,9 @@ def dask_setup(scheduler):
 def enabled() -> bool:
     """Dask config ``gpuexec.dashboard`` (default true): whether executors register the
     plugin and their tasks feed it."""
-    import dask
+    from gpuexec import config
 
-    return bool(dask.config.get("gpuexec.dashboard", True))
+    return bool(config.get("dashboard"))
 
 
 _installed: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # client -> bool

@@ -12,8 +12,8 @@ since chunks are read on the host) becomes no slower than the CPU; without a GPU
 infinite.
 
 The result is cached as JSON per device kind and gpuexec version under
-``$GPUEXEC_CALIBRATION_DIR``, else ``$XDG_CACHE_HOME/gpuexec/calibration``, else
-``~/.cache/gpuexec/calibration``; ``get_calibration()`` loads it (no GPU initialisation:
+a directory given (the executor's worker task passes Dask's ``gpuexec.calibration-dir``),
+else ``$XDG_CACHE_HOME/gpuexec/calibration``, else ``~/.cache/gpuexec/calibration``; ``get_calibration()`` loads it (no GPU initialisation:
 the key comes from ``devices.discover()``) or measures and stores it.
 
     python -m gpuexec.scheduler.calibration            # show the cached table (measure if none)
@@ -264,9 +264,6 @@ def calibration_key(gpu: dict | None = None, cpu: str | None = None,
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
     if override is not None:
         return Path(override)
-    env = os.environ.get("GPUEXEC_CALIBRATION_DIR")
-    if env:
-        return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "gpuexec" / "calibration"
 

@@ -1,20 +1,19 @@
-"""The embedded local Dask cluster: a spec of worker pools, how it starts, and one
-shared instance per spec for the whole interpreter.
+"""The local Dask cluster's pure planning and its processes: a spec of worker pools,
+how it starts, and one shared, held instance per spec for the whole interpreter.
 
-A pool is a group of identical worker processes: how many, their threads, the
-resources each declares (``{"CPU": threads}`` for the CPU pool) and their environment.
-Every task placed on a pool requests the pool's task resources (``{"CPU": 1}``), so it
-can only run there. Executor part 2 adds GPU pools (one worker per device, ``GPU=1``,
-``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES`` in ``env``) to ``ClusterSpec.pools``.
+A pool is a group of identical worker processes: how many, their threads, the resources
+each declares (``{"CPU": threads}``, ``{"GPU": slots}``) and their environment (a GPU
+worker's device pinning). Every task placed on a pool requests the pool's task
+resources (``{"CPU": 1}``), so it can only run there. ``gpu_plan`` and its helpers plan
+the GPU pool from the host's devices; ``gpuexec.gpu_cluster.GPUCluster`` feeds them.
 
-The cluster is a ``distributed.SpecCluster`` (what ``LocalCluster`` is built on; a spec
-cluster because pools differ in resources and environment) of nanny-managed worker
-processes bound to 127.0.0.1, with the dashboard on localhost. ``shared_client(spec)``
-starts it once, and every executor copy with an equal spec reuses it; it is closed by
-``close_shared`` or at interpreter exit. A spec with ``gpu_sharing="mps"`` starts (or
-joins) an NVIDIA MPS control daemon before its GPU workers; the clusters of one process
-share it, and the one it started is quit when the last of them closes
-(``scheduler/mps.py``).
+The cluster is a ``distributed.SpecCluster`` of nanny-managed worker processes bound to
+127.0.0.1, with the dashboard on localhost. ``acquire(spec)`` starts it once and counts a
+holder; ``release(spec)`` lets go, and the last holder closes it (``close_shared`` closes
+it whoever holds it; ``close_all`` at interpreter exit). A spec with
+``gpu_sharing="mps"`` starts (or joins) an NVIDIA MPS control daemon before its GPU
+workers; the clusters of one process share it, and the one it started is quit when the
+last of them closes (``scheduler/mps.py``).
 """
 
 from __future__ import annotations
@@ -28,37 +27,18 @@ from gpuexec.scheduler.heap import freeze_once
 
 CPU = "CPU"
 GPU = "GPU"
-POOL_ENV = "GPUEXEC_POOL"  # every worker's environment names its pool
+POOL_ENV = "GPUEXEC_POOL"  # every worker's environment names its pool (internal)
+DEVICE_ENV = "GPUEXEC_DEVICE"  # a GPU pool on the CPU engine: its pretend device (internal)
 
-# Dask's nanny starts every worker with MALLOC_TRIM_THRESHOLD_=65536. Any value turns off
-# glibc's dynamic mmap threshold, so every array above 128 KiB is mmapped and faulted in
-# afresh: one ADL Q6 chunk of 20k events took 0.19 s in a Dask worker (and in a plain
-# process given that variable) against 0.10-0.13 s without it (2-core dev machine,
-# docs/executor.md). Dropped for gpuexec's workers; a value set in the environment is kept.
+# Dask's nanny sets MALLOC_TRIM_THRESHOLD_, which makes glibc mmap every array above 128 KiB
+# afresh (an ADL Q6 chunk 1.5x slower; docs/executor.md#malloc); a user's value is kept.
 NANNY_SETTINGS = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
-# Dask's statistical profiler wakes in every worker each 10 ms to walk the stacks of its
-# threads, holding the GIL. gpuexec's workers sample every 100 ms: the dashboard's Profile
-# page stays, coarser. H200 host, 14 GPU + 2 CPU workers, medians of 5 in turns: ADL Q8
-# 0.268 s against 0.287 at 10 ms, Q6 0.450 against 0.484. 2-core dev VM, Q8 on 1M events:
-# coffea's DaskExecutor 1.47/1.12 s at 10 ms, 1.03/0.85 s at 100 ms, 1.04/1.04 s without
-# the profiler; an idle 16-worker LocalCluster kept 0.7 cores busy, 0.5 without it
-# (docs/executor.md).
-PROFILE_INTERVAL = 0.1
-
-
-# Dask's housekeeping timers in every worker, nanny and scheduler: the event-loop health
-# check each 20 ms (it only measures: the "event loop unresponsive" warning fires after
-# 3 s whatever the interval) and the system monitor (CPU and memory for the dashboard)
-# each 500 ms. gpuexec's processes tick every 200 ms and sample every second. They are
-# what an idle cluster costs: 2-core dev VM, an idle 16-worker LocalCluster (profiler at
-# 100 ms) 0.65 busy cores with Dask's timers, 0.26 with these; on the H200 host, with the
-# benchmark's five executors open, the cores busy before a run fell from 1.6-4.4 to
-# 0.4-2.7 (mostly below 1.5) and ADL Q8 ran at 3.06-3.29x futures in three calls instead
-# of 2.32-2.90x (docs/executor.md). The memory monitor (100 ms) is left alone: it pauses,
-# spills and restarts a worker that grows.
-HOUSEKEEPING = {"distributed.admin.tick.interval": "200ms",
-                "distributed.admin.system-monitor.interval": "1s"}
+# Dask's profiler and housekeeping timers of gpuexec's processes come from
+# ``gpuexec.worker.*`` (docs/configuration.md; measurements in docs/executor.md#housekeeping).
+PROFILE_KEYS = ("distributed.worker.profile.enabled", "distributed.worker.profile.interval")
+TICK_KEY = "distributed.admin.tick.interval"
+MONITOR_KEY = "distributed.admin.system-monitor.interval"
 
 
 def unless_configured(settings: dict) -> dict:
@@ -71,18 +51,29 @@ def unless_configured(settings: dict) -> dict:
             if dask.config.get(key, None) == dask.config.get(key, None, config=defaults)}
 
 
-def worker_settings(profile_interval: float | None = PROFILE_INTERVAL) -> dict:
-    """Every Dask setting gpuexec's embedded cluster starts its processes with (nanny,
-    housekeeping for each timer Dask's configuration leaves at its default, profiler); the
-    executor benchmark gives coffea's Dask cluster the same, and the Slurm workers
-    (worker_cli) take it with the profiler left to Dask's configuration."""
-    return {**NANNY_SETTINGS, **unless_configured(HOUSEKEEPING),
+def worker_settings(profile_interval: float | None, tick_interval: float | None = None,
+                    system_monitor_interval: float | None = None) -> dict:
+    """Every Dask setting gpuexec's worker processes start with: the nanny's, the profiler
+    sampling every ``profile_interval`` seconds (0: off), the event-loop tick and system
+    monitor every ``tick_interval`` / ``system_monitor_interval`` seconds; None leaves
+    Dask's. A timer that Dask's configuration sets to other than Dask's default is kept."""
+    housekeeping = {key: _duration(value) for key, value in
+                    ((TICK_KEY, tick_interval), (MONITOR_KEY, system_monitor_interval))
+                    if value is not None}
+    return {**NANNY_SETTINGS, **unless_configured(housekeeping),
             **profile_settings(profile_interval)}
+
+
+def _duration(seconds: float) -> str:
+    """Dask's spelling of a duration: "200ms", "1s"."""
+    if seconds >= 1 and float(seconds).is_integer():
+        return f"{seconds:g}s"
+    return f"{seconds * 1000:g}ms"
 
 
 def check_profile_interval(interval: float | None) -> None:
     if interval is not None and not interval >= 0:
-        raise ValueError(f"profile_interval must be >= 0 seconds or None, got {interval!r}")
+        raise ValueError(f"a worker interval must be >= 0 seconds or None, got {interval!r}")
 
 
 def profile_settings(interval: float | None) -> dict:
@@ -190,12 +181,16 @@ class ClusterSpec:
     dashboard_address: str = "127.0.0.1:8787"
     allowed_failures: int = 3
     gpu_sharing: str = "none"  # "mps": the GPU workers share each device through NVIDIA MPS
-    profile_interval: float | None = PROFILE_INTERVAL  # of Dask's profiler (profile_settings)
+    profile_interval: float | None = None  # of Dask's profiler (profile_settings)
+    tick_interval: float | None = None  # of Dask's event-loop tick (worker_settings)
+    system_monitor_interval: float | None = None  # of Dask's system monitor
 
     def __post_init__(self):
         if self.gpu_sharing not in ("none", "mps"):
             raise ValueError(f"gpu_sharing is 'none' or 'mps', got {self.gpu_sharing!r}")
-        check_profile_interval(self.profile_interval)
+        for interval in (self.profile_interval, self.tick_interval,
+                         self.system_monitor_interval):
+            check_profile_interval(interval)
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ValueError(f"pool names must be unique, got {names}")
@@ -207,8 +202,9 @@ class ClusterSpec:
               memory_limit="auto", dashboard_address: str = "127.0.0.1:8787",
               allowed_failures: int = 3, *, gpu_envs=(), gpu_threads: int = 2,
               gpu_slots: int | None = None, gpu_backend: str = "cuda",
-              gpu_sharing: str = "none",
-              profile_interval: float | None = PROFILE_INTERVAL) -> "ClusterSpec":
+              gpu_sharing: str = "none", profile_interval: float | None = None,
+              tick_interval: float | None = None,
+              system_monitor_interval: float | None = None) -> "ClusterSpec":
         """A GPU pool with one worker per entry of ``gpu_envs`` (its pinning
         environment; none: no GPU pool) and ``cpu_workers`` CPU workers (default: one per
         ``threads_per_worker`` of the cores the GPU workers leave, at least one when there
@@ -231,7 +227,8 @@ class ClusterSpec:
         return cls(pools=tuple(pools), dashboard_address=dashboard_address,
                    allowed_failures=allowed_failures,
                    gpu_sharing=gpu_sharing if gpu_envs else "none",
-                   profile_interval=profile_interval)
+                   profile_interval=profile_interval, tick_interval=tick_interval,
+                   system_monitor_interval=system_monitor_interval)
 
     def describe(self) -> str:
         text = ", ".join(p.describe() for p in self.pools if p.workers)
@@ -268,11 +265,13 @@ def start_cluster(spec: ClusterSpec, gpu_env: dict | None = None):
     scheduler = {"cls": Scheduler, "options": {
         "host": spec.host, "protocol": "tcp://", "dashboard": True,
         "dashboard_address": spec.dashboard_address,
+        "preload": ["gpuexec.dashboard"],  # the /gpuexec page (docs/monitoring.md)
     }}
     import dask
 
     # read by the scheduler and each Nanny as they are made, here
-    with dask.config.set(worker_settings(spec.profile_interval)):
+    with dask.config.set(worker_settings(spec.profile_interval, spec.tick_interval,
+                                         spec.system_monitor_interval)):
         cluster = SpecCluster(workers=spec.worker_specs(gpu_env), scheduler=scheduler,
                               silence_logs=logging.WARNING, name="gpuexec")
     # the scheduler runs in this process: how many worker deaths a task may witness
@@ -286,6 +285,7 @@ class _Shared:
     cluster: object
     client: object
     mps: object = None  # the MPS daemon of its GPU workers, if any
+    users: int = 0  # holders (acquire); the cluster closes when the last releases it
 
 
 _shared: dict[ClusterSpec, _Shared] = {}
@@ -321,46 +321,85 @@ def _release_mps(daemon) -> None:
             daemon.stop()
 
 
-def shared_client(spec: ClusterSpec, announce=print):
-    """The Client of the embedded cluster for ``spec``, started on first use."""
+def _running(spec: ClusterSpec, announce) -> _Shared:
+    """The live entry of ``spec``, started on first use (the caller holds ``_lock``)."""
     global _atexit_registered
-    with _lock:
-        live = _shared.get(spec)
-        if live is not None and live.client.status == "running":
-            return live.client
-        if live is not None:  # closed behind our back: start afresh
-            _close(live)
-        from distributed import Client
+    live = _shared.get(spec)
+    if live is not None and live.client.status == "running":
+        return live
+    users = 0
+    if live is not None:  # closed behind our back: start afresh, its holders kept
+        users = live.users
+        _close(live)
+    from distributed import Client
 
-        daemon = None
-        if spec.gpu_sharing == "mps":
-            daemon = _acquire_mps()  # before any GPU worker opens its device
-        cluster = client = None
-        try:
-            cluster = start_cluster(spec, daemon.client_env() if daemon else None)
-            client = Client(cluster, set_as_default=False)
-            client.wait_for_workers(sum(p.workers for p in spec.pools))
-            from gpuexec.scheduler.plugins import WarmPools
+    daemon = None
+    if spec.gpu_sharing == "mps":
+        daemon = _acquire_mps()  # before any GPU worker opens its device
+    cluster = client = None
+    try:
+        cluster = start_cluster(spec, daemon.client_env() if daemon else None)
+        client = Client(cluster, set_as_default=False)
+        client.wait_for_workers(sum(p.workers for p in spec.pools))
+        from gpuexec.scheduler.plugins import WarmPools
 
-            # workers (also those a nanny restarts) are ready before the first chunk:
-            # imports, device context, kernel modules
-            client.register_plugin(WarmPools({p.name: p.backend for p in spec.pools}))
-        except BaseException:  # leave no cluster or daemon behind
-            _close(_Shared(cluster, client, daemon))
-            raise
-        _shared[spec] = _Shared(cluster, client, daemon)
-        # this process now holds the scheduler and the client: keep full collections of
-        # its long-lived objects out of the runs (heap.py)
-        freeze_once()
-        if not _atexit_registered:
-            atexit.register(close_all)
-            _atexit_registered = True
+        # workers (also those a nanny restarts) are ready before the first chunk:
+        # imports, device context, kernel modules
+        client.register_plugin(WarmPools({p.name: p.backend for p in spec.pools}))
+    except BaseException:  # leave no cluster or daemon behind
+        _shared.pop(spec, None)
+        _close(_Shared(cluster, client, daemon))
+        raise
+    live = _shared[spec] = _Shared(cluster, client, daemon, users)
+    # this process now holds the scheduler and the client: keep full collections of
+    # its long-lived objects out of the runs (heap.py)
+    freeze_once()
+    if not _atexit_registered:
+        atexit.register(close_all)
+        _atexit_registered = True
     if announce is not None:
         announce(f"gpuexec: local Dask cluster at {cluster.scheduler_address} with "
                  f"{spec.describe()}; dashboard: {client.dashboard_link}")
         if daemon is not None:
             announce(f"gpuexec: GPU workers use {daemon.describe()}")
-    return client
+    return live
+
+
+def shared_client(spec: ClusterSpec, announce=print):
+    """The Client of the embedded cluster for ``spec``, started on first use (holding
+    nothing: ``acquire`` counts a holder)."""
+    with _lock:
+        return _running(spec, announce).client
+
+
+def acquire(spec: ClusterSpec, announce=print):
+    """The Client of the cluster for ``spec``, started on first use, with one more holder:
+    it stays up until every holder has called ``release`` (or ``close_shared``)."""
+    with _lock:
+        live = _running(spec, announce)
+        live.users += 1
+        return live.client
+
+
+def release(spec: ClusterSpec) -> bool:
+    """One holder of ``spec``'s cluster is done; the last one closes it (True then)."""
+    with _lock:
+        live = _shared.get(spec)
+        if live is None:
+            return False
+        live.users -= 1
+        if live.users > 0:
+            return False
+        del _shared[spec]
+    _close(live)
+    return True
+
+
+def holders(spec: ClusterSpec) -> int:
+    """How many holders keep ``spec``'s cluster up (0: none, or not running)."""
+    with _lock:
+        live = _shared.get(spec)
+        return 0 if live is None else live.users
 
 
 def _close(shared: _Shared) -> None:
@@ -377,7 +416,7 @@ def _close(shared: _Shared) -> None:
 
 
 def close_shared(spec: ClusterSpec) -> bool:
-    """Close the embedded cluster of ``spec``; False if none was running."""
+    """Close the embedded cluster of ``spec`` whoever holds it; False if none was running."""
     with _lock:
         shared = _shared.pop(spec, None)
     if shared is None:
@@ -400,3 +439,68 @@ def close_all() -> None:
 def running_specs() -> list[ClusterSpec]:
     with _lock:
         return list(_shared)
+
+
+# ------------------------------------------------------------------ planning the pools
+def backend_of(vendor: str) -> str:
+    """The kernel backend of a GPU of ``vendor`` (``devices.AMD``: "hip"; else "cuda")."""
+    from gpuexec.scheduler.devices import AMD
+
+    return "hip" if vendor == AMD else "cuda"
+
+
+def share_a_device(envs: list[dict]) -> bool:
+    """Whether two GPU workers of these pinning environments use one device."""
+    return len(envs) > len({tuple(sorted(e.items())) for e in envs})
+
+
+def workers_per_device(backend: str, n_devices: int, mps_usable: bool, cores: int) -> int:
+    """Default GPU workers per device: ``devices.shared_gpu_workers`` where its processes
+    run concurrently (NVIDIA with MPS), else one (AMD: not measured; ``gpu_workers`` sets
+    any number)."""
+    if backend != "cuda" or not mps_usable:
+        return 1
+    from gpuexec.scheduler.devices import shared_gpu_workers
+
+    return shared_gpu_workers(cores, n_devices)
+
+
+def gpu_plan(gpu_workers: int | None, gpu_backend: str | None, devices, mps_usable: bool,
+             cores: int) -> tuple[str, list[dict]]:
+    """(GPU pool backend, one pinning environment per GPU worker) for ``devices``, the
+    GPUs of this host; ``gpu_backend="cpu"``: a pool on the CPU engine (no device)."""
+    if gpu_workers == 0:
+        return "cpu", []
+    if gpu_backend == "cpu":
+        n = 1 if gpu_workers is None else gpu_workers
+        return "cpu", [{DEVICE_ENV: f"cpu-{i}"} for i in range(n)]
+    if not devices:
+        return "cpu", []
+    backend = backend_of(devices[0].vendor)
+    n = (workers_per_device(backend, len(devices), mps_usable, cores) * len(devices)
+         if gpu_workers is None else gpu_workers)
+    return backend, [devices[i % len(devices)].pin_env() for i in range(n)]
+
+
+def gpu_threads_of(gpu_threads: int | None, envs: list[dict]) -> int:
+    """Threads per GPU worker: 1 where several share a device, else 2 (reading overlaps
+    compute), unless set."""
+    if gpu_threads is not None:
+        return gpu_threads
+    return 1 if share_a_device(envs) else 2
+
+
+def gpu_sharing(gpu_share: str, backend: str, envs: list[dict],
+                mps_usable: bool) -> tuple[str, bool]:
+    """("mps" or "none", whether the workers time-slice a device without MPS)."""
+    if backend != "cuda" or not envs:
+        if gpu_share == "mps" and envs:
+            raise ValueError(f"gpu_share='mps' is NVIDIA's; the GPU pool runs {backend!r}")
+        return "none", False
+    if gpu_share == "mps":
+        return "mps", False
+    if gpu_share == "none" or not share_a_device(envs):
+        return "none", False
+    if mps_usable:
+        return "mps", False
+    return "none", True

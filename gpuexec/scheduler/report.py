@@ -93,7 +93,7 @@ class Fallback:
 @dataclass
 class BackupCopy:
     """A task in flight that was copied to another pool's idle slots as the run ended
-    (``GPUExecutor(backups=...)``): which copy's output counted. The other copy was
+    (``gpuexec.placement.backups``): which copy's output counted. The other copy was
     cancelled; one already running finished on its worker and its output was dropped."""
 
     label: str

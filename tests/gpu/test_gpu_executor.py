@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from examples.adl import make  # noqa: E402
 
+import dask  # noqa: E402
+
+from gpuexec import GPUCluster  # noqa: E402
 from gpuexec.executor import GPUExecutor  # noqa: E402
 from gpuexec.scheduler.cluster import shared_client  # noqa: E402
 
@@ -42,10 +45,17 @@ def sample(tmp_path_factory):
                         compression="zlib:1")
 
 
+@pytest.fixture(autouse=True)
+def probe_two():
+    """Every pool gets its first two chunks whatever the models say (placement.probe)."""
+    with dask.config.set({"gpuexec.placement.probe": 2}):
+        yield
+
+
 @pytest.fixture(scope="module")
 def executor():
-    ex = GPUExecutor(gpu_workers=1, cpu_workers=4, dashboard_address="127.0.0.1:0",
-                     status=False, probe=2)
+    ex = GPUExecutor(client=GPUCluster(gpu_workers=1, cpu_workers=4,
+                                       dashboard_address="127.0.0.1:0"), status=False)
     with contextlib.redirect_stdout(io.StringIO()):
         shared_client(ex.cluster_spec())
     assert any(p.is_gpu and p.backend in ("cuda", "hip") for p in ex.cluster_spec().pools)
@@ -98,7 +108,8 @@ def test_adl_query_on_gpu_and_cpu_workers_matches_iterative(executor, sample, nu
     # ones compared (with backups=0.5 on the H200, a query's first GPU tasks, filling
     # caches, ran late, and their copies on CPU workers counted instead: Q3, Q5, Q7 and Q8
     # came out all-CPU)
-    got = run(executor.copy(backups=None), make(number), [sample], 25_000)
+    with dask.config.set({"gpuexec.placement.backups": None}):
+        got = run(executor.copy(), make(number), [sample], 25_000)
     assert_same(got, want)
     call = executor.report.processing
     assert call.processed == 200_000
@@ -131,8 +142,9 @@ class OOMQ6(type(make(6))):
 
 def test_device_out_of_memory_is_retried_on_cpu_with_exact_totals(executor, sample):
     want = run(processor.IterativeExecutor(status=False), make(6), [sample], 25_000)
-    ex = executor.copy(probe=3)
-    got = run(ex, OOMQ6(), [sample], 25_000)
+    ex = executor.copy()
+    with dask.config.set({"gpuexec.placement.probe": 3}):
+        got = run(ex, OOMQ6(), [sample], 25_000)
     assert_same(got, want)
     call = ex.report.processing
     assert call.processed == 200_000 and call.pools == {"cpu": 8}
@@ -174,7 +186,8 @@ def test_default_pools_share_the_gpu_through_mps_and_match_iterative(sample):
 
     if not mps.available():
         pytest.skip("nvidia-cuda-mps-control is not on PATH")
-    ex = GPUExecutor(cpu_workers=2, dashboard_address="127.0.0.1:0", status=False, probe=2)
+    ex = GPUExecutor(client=GPUCluster(cpu_workers=2, dashboard_address="127.0.0.1:0"),
+                     status=False)
     spec = ex.cluster_spec()
     gpu = next(p for p in spec.pools if p.is_gpu)
     assert spec.gpu_sharing == "mps" and gpu.workers > 1 and gpu.threads == 1, spec
@@ -211,8 +224,9 @@ def test_pinned_gpu_workers_on_every_device_of_a_multi_gpu_host(sample):
     each seeing one device, every device running chunks; results equal the
     IterativeExecutor's with exact totals."""
     n_gpus = _gpu_count()
-    ex = GPUExecutor(cpu_workers=2, gpu_merge=1, dashboard_address="127.0.0.1:0",
-                     status=False, probe=2)
+    ex = GPUExecutor(client=GPUCluster(cpu_workers=2, dashboard_address="127.0.0.1:0"),
+                     status=False)
+    merge_one = dask.config.set({"gpuexec.placement.gpu-merge": 1})
     try:
         gpu_pools = [p for p in ex.cluster_spec().pools if p.is_gpu]
         n_workers = sum(p.workers for p in gpu_pools)
@@ -238,7 +252,8 @@ def test_pinned_gpu_workers_on_every_device_of_a_multi_gpu_host(sample):
         assert all(len({u for v, _, u in gpus.values() if v == pin}) == 1 for pin in pins), seen
 
         want = run(processor.IterativeExecutor(status=False), make(6), [sample], 10_000)
-        got = run(ex, make(6), [sample], 10_000)
+        with merge_one:
+            got = run(ex, make(6), [sample], 10_000)
         assert_same(got, want)
         call = ex.report.processing
         assert call.processed == 200_000
