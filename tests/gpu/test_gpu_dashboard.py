@@ -10,7 +10,6 @@ import sys
 import time
 import urllib.request
 
-import cupy
 import dask
 from coffea import processor
 
@@ -24,6 +23,8 @@ SAMPLE = os.path.join(ROOT, "data", "samples", "nano_tt_v15.root")
 
 
 def test_gpu_rows_name_the_card():
+    import cupy
+
     props = cupy.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
     cluster = GPUCluster(gpu_workers=1, cpu_workers=1, dashboard_address="127.0.0.1:0")
