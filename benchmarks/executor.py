@@ -93,10 +93,10 @@ def process_cpu_seconds() -> float:
 @contextlib.contextmanager
 def coffea_executor(name: str, cores: int, inflate: str = "auto"):
     """coffea's executor ``name`` on ``cores`` processes whose uproot inflates zlib
-    baskets with the library GPUExecutor's workers use (``gpuexec.inflate``)."""
+    baskets with the library GPUExecutor's workers use (``gpuexec.io.inflate``)."""
     from coffea import processor
 
-    from gpuexec import inflate as inflater
+    from gpuexec.io import inflate as inflater
 
     if name == "futures":
         # one spawned standard-library pool for every query, as Dask keeps its cluster
@@ -141,7 +141,7 @@ def _futures_worker(inflate: str) -> None:
     import coffea.processor  # noqa: F401
 
     import examples.adl  # noqa: F401
-    from gpuexec import inflate as inflater
+    from gpuexec.io import inflate as inflater
 
     inflater.use(inflate)
 
@@ -204,7 +204,7 @@ def gpuexec_executor(mode: str, args):
 
 
 def parse(argv=None) -> argparse.Namespace:
-    from gpuexec import inflate
+    from gpuexec.io import inflate
     from gpuexec.kernels.gpu.runtime import SYNC_MODES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -242,7 +242,7 @@ def parse(argv=None) -> argparse.Namespace:
                              "the order rotated each round (A/B comparisons)")
     parser.add_argument("--inflate", default="auto", choices=inflate.CHOICES,
                         help="library inflating zlib baskets in every executor's workers "
-                             "(gpuexec.inflate; default: ISA-L where installed)")
+                             "(gpuexec.io.inflate; default: ISA-L where installed)")
     parser.add_argument("--files", type=int, default=1,
                         help="generate the events as this many files of equal size, written "
                              "side by side (a dataset of several files, as a real one is)")
@@ -277,7 +277,9 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    from gpuexec import GPUExecutor, device_reading, inflate
+    from gpuexec import GPUExecutor
+    from gpuexec.io import device_read as device_reading
+    from gpuexec.io import inflate
     from gpuexec.executor import NVCOMP_MISSING
 
     args = parse(argv)

@@ -22,7 +22,7 @@ one file may share a GPU task, ``gpuexec.placement.gpu-merge``), placed on a wor
 ``gpuexec.scheduler.placement`` (a GPU pool for chunks above the crossover while it
 finishes first, else CPU) and restricted to that pool's resources (``{"GPU": 1}`` or
 ``{"CPU": 1}``). It runs the function under the pool's kernel backend (``gk.using``; on
-a GPU pool with the events staged on the device, ``gpuexec.staging``) and returns the
+a GPU pool with the events staged on the device, ``gpuexec.io.staging``) and returns the
 output with the entries it processed. Outputs are fetched into the calling process as
 their tasks complete and merged there in chunk order (``merge_on="client"``, as coffea's
 FuturesExecutor does), or merged in a tree of tasks on the cluster
@@ -64,9 +64,10 @@ from coffea.processor import accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
 from gpuexec import dashboard
-from gpuexec import device_reading
-from gpuexec import inflate as inflater
-from gpuexec import open_files as kept_files
+from gpuexec.io import device_read as device_reading
+from gpuexec.io import inflate as inflater
+from gpuexec.io import kept_files
+from gpuexec.io.staging import StagedProcessor, Timings, processor_token
 from gpuexec import config
 from gpuexec import gpu_cluster
 from gpuexec.dashboard import feed
@@ -88,7 +89,6 @@ from gpuexec.scheduler.report import (
     check_entries,
     skipped_warning,
 )
-from gpuexec.staging import StagedProcessor, Timings, processor_token
 
 __all__ = ["ChunkError", "GPUCluster", "GPUExecutor"]
 
@@ -356,8 +356,8 @@ class _Task:
         # names the processor on the workers, whose direct reads learn its columns
         self.read_ahead = processor_token(self.function) if reading.read_ahead else None
         self.compression = compression
-        self.inflate = reading.inflate  # gpuexec.inflate choice, applied in the worker
-        self.read_on_device = reading.read_on_device  # GPU pools: gpuexec.device_reading
+        self.inflate = reading.inflate  # gpuexec.io.inflate choice, applied in the worker
+        self.read_on_device = reading.read_on_device  # GPU pools: gpuexec.io.device_read
         # pool -> kernel backend its tasks run under; AUTO: the worker's device's
         self.backends = backends
         self.gpu_pools = frozenset(gpu_pools)

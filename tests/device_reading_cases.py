@@ -1,6 +1,6 @@
 """Shared by tests/test_device_reading.py (numpy) and tests/gpu/test_gpu_device_reading.py
 (CuPy): files with several baskets per branch, entry ranges that start and stop inside
-and on basket edges, and the comparison of gpuexec.device_reading with uproot."""
+and on basket edges, and the comparison of gpuexec.io.device_read with uproot."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import awkward as ak
 import numpy as np
 import uproot
 
-from gpuexec import device_reading
+from gpuexec.io import device_read as device_reading
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # examples/

@@ -133,7 +133,7 @@ def test_query_runs_no_awkward_kernel_that_needs_cuda_compute(query, generated, 
     same layout paths."""
     from awkward._backends.numpy import NumpyBackend
 
-    from gpuexec.staging import stage_events
+    from gpuexec.io.staging import stage_events
     from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
 
     reached: dict = {}

@@ -32,7 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_the_shipped_yaml_keeps_the_defaults_the_code_had():
     """The values GPUExecutor's keywords, device_reading, open_files and the cluster's
     housekeeping had before they moved into Dask's configuration."""
-    from gpuexec import device_reading, open_files
+    from gpuexec.io import device_read as device_reading
+    from gpuexec.io import kept_files as open_files
     from gpuexec.kernels.gpu.runtime import SYNC_MODES
 
     assert config.PlacementSettings.read() == config.PlacementSettings(
@@ -116,7 +117,7 @@ def test_the_executor_keeps_few_settings_and_names_the_new_home_of_moved_ones():
 
 # ----------------------------------------------------------------- reaching the workers
 def kept_files(events):
-    from gpuexec import open_files
+    from gpuexec.io import kept_files as open_files
 
     return {"kept": {len(open_files._kept_files())}}
 

@@ -1,4 +1,4 @@
-"""gpuexec.device_reading with numpy as the array module: every plain NanoAOD branch
+"""gpuexec.io.device_read with numpy as the array module: every plain NanoAOD branch
 (flat, jagged content, offsets from counts) of real CMS samples and of generated files
 with several baskets equals uproot's arrays for entry ranges on and across basket edges;
 what it does not read is refused with ``Unsupported``; and NanoEvents staged through it
@@ -6,6 +6,7 @@ give every ADL query's output unchanged, without uproot interpreting those branc
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 
@@ -14,8 +15,8 @@ import numpy as np
 import pytest
 import uproot
 
-from gpuexec import device_reading
-from gpuexec.staging import Timings, stage_events
+from gpuexec.io import device_read as device_reading
+from gpuexec.io.staging import Timings, stage_events
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +372,7 @@ def test_read_ahead_reads_the_last_tasks_columns_at_the_first_touch(multi, monke
     the values equal coffea's."""
     import awkward as ak
 
-    from gpuexec import staging
+    from gpuexec.io import staging
 
     monkeypatch.setattr(staging, "_READ_AHEAD", {})
     batches = _record_batches(monkeypatch)
@@ -404,7 +405,7 @@ def test_read_ahead_keeps_what_tasks_running_side_by_side_learned(multi, monkeyp
     (it did: each touch replaced the list with the touching task's own)."""
     import awkward as ak
 
-    from gpuexec import staging
+    from gpuexec.io import staging
 
     monkeypatch.setattr(staging, "_READ_AHEAD", {})
     batches = _record_batches(monkeypatch)
@@ -432,7 +433,7 @@ def test_the_devices_queued_work_is_not_counted_as_reading(multi, monkeypatch):
 
     import awkward as ak
 
-    from gpuexec import staging
+    from gpuexec.io import staging
 
     queued = {"seconds": 0.0}
 
@@ -543,6 +544,23 @@ def _hold_slot(path, ready, done):
     done.wait(30)
 
 
+def test_nvcomp_slots_are_per_user_and_private(tmp_path, monkeypatch):
+    """Each user has a slot folder of their own (0700, lock files 0600); a folder of that
+    name made by another user is not used: the calls go unlimited instead of sharing it."""
+    import stat
+
+    monkeypatch.setattr(device_reading.tempfile, "gettempdir", lambda: str(tmp_path))
+    slots = device_reading._DeviceSlots("0000:01:00.0", 1)
+    folder = tmp_path / f"gpuexec-{os.getuid()}-nvcomp-slots"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert [stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()] == [0o600]
+    assert slots.acquire() not in (None, True)
+    stranger = os.getuid() + 4242  # the folder this uid would use exists, made by us
+    (tmp_path / f"gpuexec-{stranger}-nvcomp-slots").mkdir(mode=0o700)
+    monkeypatch.setattr(device_reading.os, "getuid", lambda: stranger)
+    assert device_reading._DeviceSlots("0000:01:00.0", 1).acquire() is True
+
+
 def test_nvcomp_slots_are_shared_by_the_processes_of_a_host(tmp_path, monkeypatch):
     """At most n nvCOMP calls per device at once: a slot is a lock file per device and
     slot, so another process holding one leaves n - 1; a slot given back is free again."""
@@ -559,7 +577,7 @@ def test_nvcomp_slots_are_shared_by_the_processes_of_a_host(tmp_path, monkeypatc
     device_reading._DeviceSlots.release(b)
     device_reading._DeviceSlots.release(c)
 
-    path = next(tmp_path.glob("gpuexec-nvcomp-slots/0000_01_00.0-0.lock"))
+    path = next(tmp_path.glob("gpuexec-*-nvcomp-slots/0000_01_00.0-0.lock"))
     ctx = multiprocessing.get_context("spawn")
     ready, done = ctx.Event(), ctx.Event()
     other = ctx.Process(target=_hold_slot, args=(str(path), ready, done))

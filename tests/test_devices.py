@@ -1,5 +1,5 @@
 """Device discovery, pinning and the core split (gpuexec.scheduler.devices), with faked
-command outputs and sysfs trees; and deploy/start_workers.py's per-task plan."""
+command outputs and sysfs trees; and gpuexec.deploy.workers' per-task plan."""
 
 import argparse
 import importlib.machinery
@@ -211,16 +211,15 @@ def test_cli_shows_the_default_split_with_mps(capsys, monkeypatch):
     assert dv.shared_gpu_workers(16, 1) == 14 and dv.shared_gpu_workers(128, 8) == 14
 
 
-# ------------------------------------------------------------ deploy/start_workers.py
+# ---------------------------------------------------------- gpuexec.deploy.workers
 def start_workers():
-    spec = importlib.util.spec_from_file_location("start_workers", ROOT / "deploy" / "start_workers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from gpuexec.deploy import workers
+
+    return workers
 
 
 def args(**kw):
-    base = dict(scheduler_file="/shared/sched.json", gpu_workers=1, gpu_threads=2, mps=False,
+    base = dict(run_dir="/shared/job", host=None, gpu_workers=1, gpu_threads=2, mps=False,
                 cpu_threads=1,
                 no_cpu_workers=False, no_gpu_worker=False, memory_limit="4GB",
                 local_directory="/tmp/dw", interface=None, death_timeout=60)
@@ -240,7 +239,8 @@ def test_start_workers_plan_for_a_lumi_task(tmp_path):
     assert gpu["env"]["NUMBA_NUM_THREADS"] == "2"
     cmd = gpu["cmd"]
     assert cmd[cmd.index("--resources") + 1] == "GPU=1" and cmd[cmd.index("--nthreads") + 1] == "2"
-    assert cmd[cmd.index("--scheduler-file") + 1] == "/shared/sched.json"
+    assert cmd[cmd.index("--scheduler-file") + 1] == "/shared/job/scheduler.json"
+    assert cmd[cmd.index("--tls-key") + 1] == "/shared/job/tls/key.pem"  # the job's TLS
     assert cmd[1:3] == ["-m", "gpuexec.scheduler.worker_cli"]  # dask worker, gpuexec's nanny settings
     assert [c["cores"] for c in cpus] == [[27], [28], [29], [30], [31]]
     assert all(c["cmd"][c["cmd"].index("--resources") + 1] == "CPU=1" for c in cpus)
@@ -300,3 +300,18 @@ def test_start_workers_plan_with_several_gpu_workers_sharing_the_task_gpu_throug
         sw.plan(args(gpu_workers=2, mps=True), env={}, cores=range(8), found=amd)
     # without --mps nothing is started
     assert not sw.plan(args(gpu_workers=2), env={}, cores=range(8), found=found)["mps"]
+
+
+def test_a_fake_gpu_takes_the_vendor_and_the_pins_slurm_gave():
+    """GPUEXEC_FAKE_GPU: one device per entry of the vendor's pinning variable, of the
+    named vendor and arch; a worker pinned to one of them sees that one only."""
+    found = dv.discover({"GPUEXEC_FAKE_GPU": "amd:gfx90a", "CUDA_VISIBLE_DEVICES": "2,3"},
+                        run=runner({}), kfd_nodes="/nonexistent", use_cupy=False)
+    assert [(d.vendor, d.arch, d.pin) for d in found] == [("amd", "gfx90a", "2"), ("amd", "gfx90a", "3")]
+    pinned = dict(found[1].pin_env({"CUDA_VISIBLE_DEVICES": "2,3"}), GPUEXEC_FAKE_GPU="amd:gfx90a")
+    assert pinned["ROCR_VISIBLE_DEVICES"] == "3"
+    assert [d.pin for d in dv.discover(pinned, run=runner({}), use_cupy=False)] == ["3"]
+    nv = dv.discover({"GPUEXEC_FAKE_GPU": "nvidia"}, run=runner({}), use_cupy=False)
+    assert [(d.vendor, d.pin) for d in nv] == [("nvidia", "0")]
+    with pytest.raises(ValueError, match="vendor"):
+        dv.discover({"GPUEXEC_FAKE_GPU": "intel"}, run=runner({}), use_cupy=False)

@@ -337,7 +337,7 @@ def test_processor_token_names_a_processor_by_its_pickle():
     """Read-ahead learns columns per processor: equal processors (the same pickle) share a
     token, different ones do not, compressed ones (Runner(processor_compression=...)) are
     named by their bytes, and any other work function gets none."""
-    from gpuexec.staging import processor_token
+    from gpuexec.io.staging import processor_token
 
     def work(proc):
         return functools.partial(processor.Runner._work_function, processor_instance=proc)
@@ -423,6 +423,7 @@ def test_nvidia_gpu_workers_without_nvcomp_are_warned_of_once_per_cluster():
     """A processing call asks an NVIDIA GPU worker whether nvCOMP is installed there, and
     warns where it is not (the workers would inflate on the host); a cluster is asked
     once, and its answer reaches every executor on it."""
+    from gpuexec.io import device_read as device_reading
     from gpuexec.executor import NVCOMP_UNKNOWN, nvcomp_probe
 
     ex, client = GPUExecutor(status=False), _ProbeClient(None)
@@ -549,7 +550,7 @@ def test_workers_and_the_client_freeze_their_long_lived_heap(executor):
 
 
 def nvcomp_settings(_item):
-    from gpuexec import device_reading
+    from gpuexec.io import device_read as device_reading
 
     return {"nvcomp": {(device_reading.NVCOMP_MIN_STREAMS, device_reading.NVCOMP_SLOTS,
                         device_reading.NVCOMP_WAIT)}}
@@ -558,7 +559,7 @@ def nvcomp_settings(_item):
 def test_the_nvcomp_settings_reach_every_task(executor):
     """gpuexec.reading.nvcomp.* (min-streams, slots, wait) are set in the worker for each
     task (a worker keeps the last call's values otherwise); unset, the defaults."""
-    from gpuexec import device_reading
+    from gpuexec.io import device_read as device_reading
 
     with dask.config.set({"gpuexec.reading.nvcomp.min-streams": 9,
                           "gpuexec.reading.nvcomp.slots": 3,

@@ -21,9 +21,10 @@ from coffea import processor
 
 from gpuexec import GPUCluster
 from gpuexec.executor import GPUExecutor
-from gpuexec.staging import stage_events, to_host
+from gpuexec.io.staging import stage_events, to_host
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import ClusterSpec, shared_client
+from gpuexec.scheduler.placement import Reason
 from test_executor import TT, DimuonProcessor, runner
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -182,7 +183,7 @@ def test_awkward_builds_messages_only_on_error_inside_a_gpu_task(monkeypatch):
     from awkward._errors import OperationErrorContext
     from awkward._nplikes.numpy import Numpy
 
-    from gpuexec.staging import awkward_messages_on_error
+    from gpuexec.io.staging import awkward_messages_on_error
 
     formatted = []
     original = OperationErrorContext._format_args
@@ -353,7 +354,7 @@ def test_decisions_shift_away_from_a_slow_gpu_pool(executor):
     # measured slow, the GPU pool is never chosen as the faster one: only while unmeasured,
     # or as an idle slot that finishes a chunk before the run's predicted end
     reasons = {d["reason"] for d in slow.placement.decisions() if d["pool"] == "gpu"}
-    assert not any(r.startswith("above crossover, earlier finish") for r in reasons), reasons
+    assert Reason.GPU_EARLIER.value not in reasons, reasons
 
 
 @pytest.mark.parametrize("merge_on", ["client", "cluster"])

@@ -1,4 +1,4 @@
-"""gpuexec.inflate: which library inflates zlib baskets; the same arrays with either, the
+"""gpuexec.io.inflate: which library inflates zlib baskets; the same arrays with either, the
 chosen one really called by uproot's reader, and GPUExecutor's workers use the choice."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import cloudpickle
 import pytest
 import uproot
 
-from gpuexec import inflate
+from gpuexec.io import inflate
 from gpuexec.executor import GPUExecutor
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
@@ -97,7 +97,7 @@ def test_baskets_cut_out_of_the_file_are_the_ones_uproot_reads(sample):
     own bytes, and each stream is tagged with its basket's first entry."""
     import zlib
 
-    from gpuexec import device_reading
+    from gpuexec.io import device_read as device_reading
 
     path = os.path.join(os.path.dirname(SAMPLE), f"{sample}.root")
     streams, firsts, baskets = [], [], 0

@@ -20,17 +20,18 @@ ALLOWED = {
     "gpuexec.kernels": set(),
     "gpuexec.config": set(),
     "gpuexec.scheduler": {"gpuexec.kernels", "gpuexec.config"},
-    "gpuexec.gpu_cluster": {"gpuexec.config", "gpuexec.scheduler", "gpuexec.kernels"},
-    "gpuexec.inflate": set(),
-    "gpuexec.device_reading": {"gpuexec.inflate"},
-    "gpuexec.open_files": set(),
-    "gpuexec.staging": {"gpuexec.device_reading", "gpuexec.kernels"},
-    "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.config",
-                         "gpuexec.gpu_cluster", "gpuexec.inflate",
-                         "gpuexec.device_reading", "gpuexec.open_files", "gpuexec.staging",
-                         "gpuexec.dashboard"},
+    "gpuexec.gpu_cluster": {"gpuexec.config", "gpuexec.scheduler", "gpuexec.kernels",
+                            "gpuexec.security"},
+    "gpuexec.io": {"gpuexec.kernels"},
+    "gpuexec.executor": {"gpuexec.kernels", "gpuexec.scheduler", "gpuexec.io",
+                         "gpuexec.config", "gpuexec.gpu_cluster", "gpuexec.dashboard"},
     "gpuexec.dashboard": {"gpuexec.scheduler", "gpuexec.kernels", "gpuexec.config"},
-    "gpuexec.report_cli": {"gpuexec.scheduler"},
+    "gpuexec.adl": {"gpuexec.kernels"},
+    "gpuexec.security": set(),
+    "gpuexec.deploy": {"gpuexec.security", "gpuexec.scheduler", "gpuexec.config"},
+    "gpuexec.cli": {"gpuexec.adl", "gpuexec.deploy", "gpuexec.security", "gpuexec.scheduler",
+                    "gpuexec.executor", "gpuexec.gpu_cluster", "gpuexec.config", "gpuexec.io"},
+    "gpuexec.__main__": {"gpuexec.cli"},
 }
 
 
@@ -237,3 +238,82 @@ def test_the_cycle_finder_sees_module_level_and_lazy_circles(tmp_path):
     assert import_cycles(fake, "gpuexec.kernels", lazy=True) == [
         ["gpuexec.kernels.a", "gpuexec.kernels.b"],
         ["gpuexec.kernels.dispatch", "gpuexec.kernels.gpu"]]
+
+
+# scheduler and reading rules: module -> gpuexec modules (prefixes) it must not import
+SCHEDULER_FORBIDDEN = {
+    "gpuexec.scheduler.costs": ("gpuexec.executor", "gpuexec.io", "gpuexec.scheduler.placement",
+                                "gpuexec.scheduler.calibration", "gpuexec.scheduler.cluster"),
+    "gpuexec.scheduler.merging": ("gpuexec.executor", "gpuexec.io", "gpuexec.scheduler.placement",
+                                  "gpuexec.scheduler.costs"),
+    "gpuexec.scheduler.decisions": ("gpuexec.executor", "gpuexec.io",
+                                    "gpuexec.scheduler.placement"),
+    "gpuexec.scheduler.placement": ("gpuexec.executor", "gpuexec.io",
+                                    "gpuexec.scheduler.cluster", "gpuexec.scheduler.plugins"),
+    "gpuexec.scheduler.calibration": ("gpuexec.executor", "gpuexec.io",
+                                      "gpuexec.scheduler.placement"),
+    "gpuexec.scheduler.plugins": ("gpuexec.executor", "gpuexec.io", "gpuexec.scheduler.cluster"),
+}
+
+
+def _submodule_imports(path: Path) -> set[str]:
+    """``from a.b import c`` as ``a.b.c`` too: the module ``c`` when it is one."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            source = (".".join(base + ([node.module] if node.module else []))
+                      if node.level else node.module or "")
+            found.update(f"{source}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _scheduler_and_io_graph() -> dict[str, set[str]]:
+    """gpuexec module -> the gpuexec modules it imports, for scheduler/ and io/."""
+    graph = {}
+    for folder in ("scheduler", "io"):
+        for path in sorted((PACKAGE / folder).glob("*.py")):
+            names = imports_of(path) | {name for name in _submodule_imports(path)
+                                        if name.startswith("gpuexec.")}
+            graph[_module_name(path)] = names - {_module_name(path)}
+    return graph
+
+
+def test_scheduler_and_io_rules_and_no_circles():
+    """io/ imports nothing of the executor or the scheduler; the placement policy's parts
+    (costs, merging, decisions) import neither the executor, io/ nor Dask-side modules;
+    the pairs placement/calibration and cluster/plugins no longer import each other; and
+    scheduler/ plus io/ hold no import circle."""
+    graph = _scheduler_and_io_graph()
+    wrong = [f"{module} imports {name}" for module, names in graph.items() for name in names
+             if module.startswith("gpuexec.io")
+             and name.startswith(("gpuexec.executor", "gpuexec.scheduler"))]
+    for module, forbidden in SCHEDULER_FORBIDDEN.items():
+        assert module in graph, module
+        wrong += [f"{module} imports {name}" for name in graph[module]
+                  if name.startswith(forbidden)]
+    assert wrong == []
+
+    def modules(name: str) -> set[str]:
+        # ``from gpuexec.scheduler import keys`` names the package; count the module
+        return {name} if name in graph else set()
+
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+    circles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        seen[module] = 1
+        for name in sorted(graph[module]):
+            for target in modules(name):
+                if seen.get(target) == 1:
+                    circles.append(path[path.index(target):] + [target])
+                elif target not in seen:
+                    visit(target, path + [target])
+        seen[module] = 2
+
+    for module in graph:
+        if module not in seen:
+            visit(module, [module])
+    assert circles == []

@@ -143,12 +143,12 @@ def test_compression_default_and_option(sample, tmp_path):
 
 
 def test_zlib_files_do_not_depend_on_the_processs_inflate_library(tmp_path):
-    """A sample written after ``gpuexec.inflate.use`` must still be compressed with zlib,
+    """A sample written after ``gpuexec.io.inflate.use`` must still be compressed with zlib,
     as ROOT writes: uproot's ZLIB class attribute compresses too (when it was set, ISA-L
     stored the Jet baskets uncompressed, and a benchmark's file then needed no
     inflating)."""
     pytest.importorskip("isal")
-    from gpuexec import inflate
+    from gpuexec.io import inflate
 
     def basket_bytes(library):
         before = inflate.in_use()

@@ -1,4 +1,4 @@
-"""gpuexec.open_files: Runner's work function on files kept open per worker thread gives
+"""gpuexec.io.kept_files: Runner's work function on files kept open per worker thread gives
 Runner's results, opens each file once, and drops a file that changed or failed."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from coffea import processor
 from coffea.nanoevents import BaseSchema, NanoAODSchema, NanoEventsFactory
 from runner_work import work_of
 
-from gpuexec import open_files
+from gpuexec.io import kept_files as open_files
 from gpuexec.executor import GPUExecutor, _kept_open
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "data", "samples")
@@ -306,10 +306,10 @@ def test_each_chunk_gets_its_own_copy_of_a_kept_base_form():
 @pytest.mark.parametrize("read_directly", [True, False])
 def test_a_staging_processor_gets_the_factory_and_coffeas_events_are_not_built(
         monkeypatch, read_directly):
-    """A GPU worker's processor (the ``gpuexec.staging.StagedProcessor``) reading columns
+    """A GPU worker's processor (the ``gpuexec.io.staging.StagedProcessor``) reading columns
     directly builds its events from the NanoEvents factory: coffea's host events, one
     ``ak.from_buffers`` over every branch, are not built. Same results as Runner's."""
-    from gpuexec.staging import StagedProcessor, Timings
+    from gpuexec.io.staging import StagedProcessor, Timings
 
     items, work = _runner_work([DY], 20)
     want = [work(item) for item in items]

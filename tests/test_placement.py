@@ -13,10 +13,11 @@ from gpuexec.scheduler.placement import (
     CostModel,
     Placement,
     Pool,
+    Reason,
     crossover_events,
     merge_for_gpu,
-    simulate,
 )
+from placement_sim import simulate
 
 # a CPU slot: 1 ms + 5 us/event; a GPU: 20 ms launch/transfer floor + 0.2 us/event
 CPU_FIXED, CPU_RATE = 1e-3, 2e5
@@ -48,11 +49,11 @@ def test_crossover_is_where_the_lines_meet():
 def test_big_chunks_go_to_gpu_small_ones_to_cpu_with_a_fast_gpu():
     cross = Placement(pools()).crossover()
     for events in (100, 1_000, int(cross) - 1):
-        pool, reason = Placement(pools()).choose(chunk(0, events), now=0)
-        assert (pool, reason) == ("cpu", "below crossover"), events
+        choice = Placement(pools()).choose(chunk(0, events), now=0)
+        assert choice == ("cpu", Reason.BELOW_CROSSOVER, ""), events
     for events in (int(cross) + 1, 100_000, 2_000_000):
-        pool, reason = Placement(pools()).choose(chunk(0, events), now=0)
-        assert (pool, reason) == ("gpu", "above crossover, earlier finish"), events
+        choice = Placement(pools()).choose(chunk(0, events), now=0)
+        assert choice == ("gpu", Reason.GPU_EARLIER, "above crossover"), events
 
 
 def test_above_crossover_a_busy_gpu_loses_to_an_idle_cpu():
@@ -60,8 +61,8 @@ def test_above_crossover_a_busy_gpu_loses_to_an_idle_cpu():
     # queue 2 s of work on the GPU: a 100k chunk then finishes earlier on a CPU slot
     for i in range(100):
         policy._slots["gpu"][0].outstanding[-1 - i] = 0.02
-    pool, reason = policy.choose(chunk(0, 100_000), now=0)
-    assert pool == "cpu" and reason == "above crossover, CPU pool finishes earlier"
+    choice = policy.choose(chunk(0, 100_000), now=0)
+    assert choice == ("cpu", Reason.CPU_EARLIER, "above crossover")
 
 
 def test_without_a_gpu_pool_everything_goes_to_cpu():
@@ -77,7 +78,7 @@ def test_without_a_cpu_pool_everything_goes_to_gpu():
     sizes = [1, 10, 1_000, 100_000]
     assert policy.place([chunk(i, n) for i, n in enumerate(sizes)], now=0) == ["gpu"] * 4
     assert policy.crossover() == 0.0
-    assert {d["reason"] for d in policy.decisions()} == {"only pool"}
+    assert {d["reason"] for d in policy.decisions()} == {Reason.ONLY_POOL.value}
 
 
 def test_equal_chunks_are_spread_so_both_pools_finish_together():
@@ -105,8 +106,8 @@ def test_decisions_shift_to_cpu_when_the_gpu_is_slowed():
         policy.observe(c.id, seconds, now=t)
     assert math.isinf(policy.crossover())  # 50x: slower per event than a CPU slot
     for i, events in enumerate((100_000, 1_000_000, 5_000_000)):
-        pool, reason = policy.choose(chunk(100 + i, events), now=t)
-        assert (pool, reason) == ("cpu", "below crossover")
+        choice = policy.choose(chunk(100 + i, events), now=t)
+        assert choice == ("cpu", Reason.BELOW_CROSSOVER, "")
     done = [d for d in policy.decisions() if d["actual_seconds"] is not None]
     assert len(done) == 16 and all(d["finished_at"] is not None for d in done)
 
@@ -141,8 +142,8 @@ def test_a_pool_never_measured_is_probed_once_times_come_in():
     c0 = chunk(0, 100_000)
     assert policy.assign(c0, now=0) == "gpu"
     policy.observe(0, 0.04, now=0.04)
-    pool, reason = policy.choose(chunk(1, 100_000), now=0.04)
-    assert (pool, reason) == ("cpu", "probe: not measured yet")
+    pool, reason, _detail = policy.choose(chunk(1, 100_000), now=0.04)
+    assert (pool, reason) == ("cpu", Reason.UNMEASURED)
     quiet = Placement(pools(), explore=False)
     quiet.assign(c0, now=0)
     quiet.observe(0, 0.04, now=0.04)
@@ -219,7 +220,7 @@ def test_retry_on_cpu_keeps_one_record_and_says_where_it_failed():
     policy.retry(0, "cpu", now=0.5)
     (record,) = policy.decisions()
     assert record["pool"] == "cpu" and record["retried_from"] == "gpu"
-    assert record["reason"] == "retry after failure"
+    assert (record["reason"], record["detail"]) == (Reason.RETRY.value, "after a failure")
     assert not policy._slots["gpu"][0].outstanding
 
 
@@ -375,7 +376,7 @@ def test_an_idle_gpu_pool_slower_per_chunk_still_takes_chunks_that_shorten_the_r
     run = simulate(chunks, policy, truth(), window=12)
     assert math.isinf(policy.crossover())  # never faster per chunk
     helped = [d for d in policy.decisions() if d["pool"] == "gpu"
-              and d["reason"] == "below crossover, idle slot finishing before the predicted end"]
+              and (d["reason"], d["detail"]) == (Reason.IDLE_SLOT.value, "below crossover")]
     assert helped and run.pools["gpu"]["chunks"] >= 10
     assert run.makespan < 0.95 * all_cpu
     assert sum(v["events"] for v in run.pools.values()) == 100 * 50_000
@@ -523,7 +524,7 @@ def test_a_slot_occupied_from_outside_the_run_takes_chunks_only_when_free():
     policy.occupied("cpu", 3.0)
     policy.occupied("cpu", 3.0)
     assert policy.choose(chunk(0, 50_000), now=0.0) == (
-        "gpu", "below crossover, the faster pool's slots held")
+        "gpu", Reason.SLOTS_HELD, "below crossover")
 
     def measured_gpu_only(occupied):
         policy = Placement([Pool("cpu", "cpu", 1, CostModel(0.0, 1e5)),
@@ -534,7 +535,7 @@ def test_a_slot_occupied_from_outside_the_run_takes_chunks_only_when_free():
             policy.occupied("cpu", 3.0)
         return policy, policy.choose(chunk(1, 50_000, start=50_000), now=0.06)
 
-    assert measured_gpu_only(False)[1] == ("cpu", "probe: not measured yet")
+    assert measured_gpu_only(False)[1] == ("cpu", Reason.UNMEASURED, "above crossover")
     policy, choice = measured_gpu_only(True)
     assert choice[0] == "gpu"
     # its task's predicted seconds, for the next run to know when the worker frees

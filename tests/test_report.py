@@ -123,14 +123,14 @@ def test_saved_html_is_self_contained(tmp_path):
 
 
 def test_report_cli_prints_a_saved_report(tmp_path, capsys):
-    from gpuexec.report_cli import main
+    from gpuexec.cli import main
 
     json_path, _ = _full_report().save(tmp_path / "run")
-    assert main([str(json_path)]) == 0
+    assert main(["report", str(json_path)]) == 0
     out = capsys.readouterr().out
     assert "processing: 3 chunk(s) (2 on cpu, 1 on gpu)" in out
     assert "skipped bad.root" in out and "re-ran DY:a.root[100:200]" in out
     for pool in ("cpu", "gpu"):
         assert pool in out
-    with pytest.raises(SystemExit):
-        main([str(tmp_path / "absent.json")])
+    assert main(["report", str(tmp_path / "absent.json")]) == 2
+    assert "absent.json does not exist" in capsys.readouterr().err

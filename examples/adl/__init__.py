@@ -1,5 +1,9 @@
-"""The IRIS-HEP ADL benchmark queries (Q1-Q8) as coffea processors on gpuexec's kernel
-engine, the column map that lets them read CMS open-data-style and real NanoAOD files,
-and plain-Python references to check them against."""
+"""The IRIS-HEP ADL benchmark queries, which ship in the package as ``gpuexec.adl``; this
+name re-exports them (``examples.adl.queries`` is ``gpuexec.adl.queries``, and so on)."""
 
-from examples.adl.queries import QUERIES, ADLQuery, make  # noqa: F401
+import sys
+
+from gpuexec.adl import QUERIES, ADLQuery, columns, kinematics, make, queries, reference  # noqa: F401
+
+for _name in ("columns", "kinematics", "queries", "reference"):
+    sys.modules[f"{__name__}.{_name}"] = sys.modules[f"gpuexec.adl.{_name}"]

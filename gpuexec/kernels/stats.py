@@ -1,7 +1,9 @@
 """Per-process counters of what the kernel engine did: public calls, kernel
-launches (by kernel name), hand-offs to awkward (by function and reason), and the
-seconds spent in public calls per family (the api module: reductions, indexing,
-structure, elementwise, choice) and backend. On a GPU a call's seconds end when it
+launches (by kernel name), hand-offs to awkward (by function and reason), the seconds
+spent in public calls per family (the api module: reductions, indexing, structure,
+elementwise, choice) and backend, and, with the awkward kernel provider installed
+(``gpuexec.awkward``), awkward's kernel calls by outcome: served by the engine, fallen
+back to awkward's own kernel, left to awkward. On a GPU a call's seconds end when it
 returns: its launches are asynchronous unless it reads a result back.
 
 Dask workers run tasks in threads of one process, so updates take a lock.
@@ -19,6 +21,9 @@ _kernels: Counter = Counter()
 _handoffs: Counter = Counter()
 _handoff_reasons: Counter = Counter()
 _seconds: Counter = Counter()
+#: awkward kernel calls through the provider: outcome -> Counter(kernel name)
+AWKWARD_OUTCOMES = ("served", "fallback", "left")
+_awkward: dict = {outcome: Counter() for outcome in AWKWARD_OUTCOMES}
 
 
 def record_call(function: str, backend: str, family: str | None = None,
@@ -40,9 +45,18 @@ def record_handoff(function: str, reason: str) -> None:
         _handoff_reasons[f"{function}: {reason}"] += 1
 
 
+def record_awkward(outcome: str, kernel: str) -> None:
+    """One awkward kernel call: ``outcome`` "served" (an engine adapter ran it),
+    "fallback" (awkward's own kernel ran it) or "left" (a reduction the engine's overload
+    handed back to awkward's reducer)."""
+    with _lock:
+        _awkward[outcome][kernel] += 1
+
+
 def stats() -> dict:
-    """A snapshot: ``{"calls", "kernels", "handoffs", "handoff_reasons"}`` as plain dicts,
-    plus the totals ``n_calls``, ``n_launches`` and ``n_handoffs``."""
+    """A snapshot: ``{"calls", "kernels", "handoffs", "handoff_reasons", "awkward"}`` as
+    plain dicts (``awkward``: outcome -> {kernel: calls}), plus the totals ``n_calls``,
+    ``n_launches``, ``n_handoffs`` and ``n_awkward_served``/``_fallback``/``_left``."""
     with _lock:
         snap = {
             "calls": dict(_calls),
@@ -50,16 +64,19 @@ def stats() -> dict:
             "handoffs": dict(_handoffs),
             "handoff_reasons": dict(_handoff_reasons),
             "seconds": dict(_seconds),
+            "awkward": {outcome: dict(c) for outcome, c in _awkward.items()},
         }
     snap["n_calls"] = sum(snap["calls"].values())
     snap["n_launches"] = sum(snap["kernels"].values())
     snap["n_handoffs"] = sum(snap["handoffs"].values())
+    for outcome in AWKWARD_OUTCOMES:
+        snap[f"n_awkward_{outcome}"] = sum(snap["awkward"][outcome].values())
     return snap
 
 
 def reset_stats() -> None:
     with _lock:
-        for c in (_calls, _kernels, _handoffs, _handoff_reasons, _seconds):
+        for c in (_calls, _kernels, _handoffs, _handoff_reasons, _seconds, *_awkward.values()):
             c.clear()
 
 

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gpuexec.scheduler.placement import crossover_events
+from gpuexec.scheduler.costs import crossover_events
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 OPS = ("sum", "max", "argmax", "combinations", "filter")

@@ -24,10 +24,10 @@ import threading
 from dataclasses import dataclass
 
 from gpuexec.scheduler.heap import freeze_once
+from gpuexec.scheduler.keys import POOL_ENV
 
 CPU = "CPU"
 GPU = "GPU"
-POOL_ENV = "GPUEXEC_POOL"  # every worker's environment names its pool (internal)
 DEVICE_ENV = "GPUEXEC_DEVICE"  # a GPU pool on the CPU engine: its pretend device (internal)
 
 # Dask's nanny sets MALLOC_TRIM_THRESHOLD_, which makes glibc mmap every array above 128 KiB

@@ -279,6 +279,26 @@ def _cupy(env: Mapping[str, str]) -> list[Device]:
     return [Device(i, vendor, names[i], pins[i]) for i in range(count)]
 
 
+# ------------------------------------------------------------------------ fake GPUs
+FAKE_GPU = "GPUEXEC_FAKE_GPU"  # "amd:gfx90a", "nvidia:sm_90": docs/deploy.md#fake-gpus
+
+
+def _fake(env: Mapping[str, str]) -> list[Device] | None:
+    """The devices ``GPUEXEC_FAKE_GPU=<vendor>[:<arch>]`` pretends, one per entry of the
+    vendor's pinning variable (``ROCR_VISIBLE_DEVICES`` or ``CUDA_VISIBLE_DEVICES``, as
+    Slurm's gres set it; else device 0): for checking jobs on nodes without GPUs."""
+    spec = env.get(FAKE_GPU)
+    if not spec:
+        return None
+    vendor, _, arch = spec.partition(":")
+    if vendor not in (NVIDIA, AMD):
+        raise ValueError(f"{FAKE_GPU}={spec!r}: the vendor must be {NVIDIA} or {AMD}")
+    own = "ROCR_VISIBLE_DEVICES" if vendor == AMD else "CUDA_VISIBLE_DEVICES"
+    pins = visible_entries(env.get(own, env.get("CUDA_VISIBLE_DEVICES"))) or ["0"]
+    return [Device(i, vendor, f"fake {vendor} GPU", pin, None, arch or None)
+            for i, pin in enumerate(pins)]
+
+
 # ---------------------------------------------------------------------------- API
 def discover(env: Mapping[str, str] | None = None, *, run: Runner = run_command,
              kfd_nodes: str = KFD_NODES, drm: str = DRM, use_cupy: bool = True) -> list[Device]:
@@ -286,6 +306,9 @@ def discover(env: Mapping[str, str] | None = None, *, run: Runner = run_command,
     ``env``, ``run`` (command -> stdout or None), ``kfd_nodes`` and ``drm`` (sysfs
     directories) are for tests."""
     env = os.environ if env is None else env
+    fake = _fake(env)
+    if fake is not None:
+        return fake
     found = _nvidia(env, run)
     if not found:
         found = _amd(env, kfd_nodes, drm)

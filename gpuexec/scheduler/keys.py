@@ -6,6 +6,8 @@
 ``dask.utils.key_split`` turns a chunk key into ``chunk-<pool>`` (pool names are
 alphabetic, run tokens are hex and stop the split), so progress bars group chunks by
 pool with Dask's own grouping.
+
+``POOL_ENV`` is the environment variable that names a worker's pool on the worker.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import uuid
 
 CHUNK = "chunk"
 MERGE = "merge"
+POOL_ENV = "GPUEXEC_POOL"  # every worker's environment names its pool
 
 
 def new_run_token() -> str:

@@ -12,33 +12,19 @@ shortens the run (ADL Q8 on the H200 host: a GPU chunk took 0.5 s, a CPU chunk 0
 the one GPU worker of the default pools sat idle on its cores).
 
 Each pool is modelled by its slots (chunks it runs at once: workers x tasks per worker),
-a cost model ``seconds = fixed + events / throughput`` per slot, and a queue (per slot,
-the predicted time it becomes free). The cost models are seeded from the kernel-engine
-calibration (``gpuexec.scheduler.calibration``) and refined online from what each pool
-actually achieves (``observe``):
-
-- a per-pool *scale*: the exponentially weighted geometric mean of observed seconds over
-  the calibrated prediction. The calibration times a bundle of kernel calls, not the
-  user's processor, so absolute times differ by a factor common to both pools; a pool
-  without observations of its own uses the scale learned from all pools, so that an
-  unmeasured pool is not mistaken for a fast one.
-- the *shape* (fixed cost versus per-event cost): an exponentially weighted least-squares
-  fit of the observed (events, seconds) points, with the scaled calibration as a weak
-  prior (two pseudo-observations), so equal-sized chunks (which carry no shape
-  information) keep the calibrated shape and chunks of several sizes (merged GPU tasks,
-  the last chunk of a file) correct it.
+a cost model per slot (``gpuexec.scheduler.costs``: seeded from the calibration, refined
+online by ``observe``) and a queue (per slot, the predicted time it becomes free).
 
 Every decision is recorded (``decisions()`` returns plain dicts for JSON and the run
-report) with the predicted and, once observed, the actual seconds.
+report) with its ``Reason`` and a detail (``gpuexec.scheduler.decisions``), the predicted
+and, once observed, the actual seconds.
 
-``merge_for_gpu`` merges adjacent chunks of one file into larger GPU tasks (coffea's
-``Runner`` cuts equal chunks): place the chunks first, merge those placed on a GPU pool,
+``merge_for_gpu`` (``gpuexec.scheduler.merging``) merges adjacent chunks of one file into
+larger GPU tasks: place the chunks first, merge those placed on a GPU pool,
 ``mark_merged`` each merged group and ``observe`` it with the ids of its parts. A pool
 whose tasks hold ``merge`` chunks charges each chunk a ``1/merge`` share of the fixed
 cost (crossover and finish times alike), and queues the chunks of one task on one slot
 until the task is full or the executor submits the batch (``end_batch``).
-``simulate`` replays a placement on modelled pools to compare its makespan with all-CPU
-and all-GPU placement.
 
 Once every chunk is placed, ``backups`` offers second copies of tasks in flight to another
 pool's idle slots where the copy is predicted to finish clearly earlier (stragglers, or a
@@ -52,317 +38,37 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
 
-CPU = "cpu"
-GPU = "gpu"
-KINDS = (CPU, GPU)
-_TINY = 1e-12  # seconds: guards ratios for an empty chunk with no fixed cost
+from gpuexec.scheduler.costs import (
+    CPU,
+    GPU,
+    KINDS,
+    CostModel,
+    Pool,
+    crossover_events,
+    ew,
+    pool_kind,
+    pool_slots,
+)
+from gpuexec.scheduler.decisions import (
+    Backup,
+    Copy,
+    Decision,
+    Reason,
+    Slot,
+    chunk_ids_of,
+    straggler_end,
+)
+from gpuexec.scheduler.merging import Chunk, Merge, MergeResult, merge_for_gpu
+
+__all__ = ["BACKUP_TICK", "CPU", "GPU", "KINDS", "Backup", "Chunk", "CostModel", "Decision",
+           "Merge", "MergeResult", "Placement", "Pool", "Reason", "crossover_events",
+           "merge_for_gpu", "pool_kind", "pool_slots", "straggler_end"]
+
 #: seconds between two looks for stragglers to copy while tasks run and none completes
 BACKUP_TICK = 0.1
 
 
-# ----------------------------------------------------------------------------- chunks
-@dataclass(frozen=True)
-class Chunk:
-    """One unit of work: entries ``[start, stop)`` of ``tree`` in ``file``."""
-
-    id: int
-    file: str = ""
-    start: int = 0
-    stop: int = 0
-    tree: str | None = None
-    dataset: str | None = None
-
-    def __post_init__(self):
-        if self.stop < self.start:
-            raise ValueError(f"chunk {self.id}: entrystop {self.stop} < entrystart {self.start}")
-
-    @property
-    def events(self) -> int:
-        return self.stop - self.start
-
-    @classmethod
-    def of(cls, item, id: int) -> "Chunk":
-        """The chunk of a coffea ``WorkItem`` (or anything with filename, entrystart,
-        entrystop; a plain int is a chunk of that many events)."""
-        if isinstance(item, Chunk):
-            return replace(item, id=id)
-        if isinstance(item, int):
-            return cls(id, "", 0, item)
-        return cls(id, str(getattr(item, "filename", "")), int(item.entrystart),
-                   int(item.entrystop), getattr(item, "treename", None),
-                   getattr(item, "dataset", None))
-
-
-def _ew(mean: float | None, value: float, alpha: float) -> float:
-    """Exponentially weighted mean: ``value`` weighs ``alpha``; the first value starts it."""
-    return value if mean is None else (1 - alpha) * mean + alpha * value
-
-
-# ------------------------------------------------------------------------- cost model
-class CostModel:
-    """Seconds one slot of a pool takes for a chunk: ``fixed + events / throughput``.
-
-    Seeded with the calibrated ``fixed`` (s) and ``throughput`` (events/s) and refined by
-    ``observe(events, seconds)`` (see the module docstring). ``halflife``: observations
-    after which an old one counts half; ``prior_weight``: how many observations the
-    calibrated shape is worth; ``ref_events``: the chunk size around which the prior's
-    shape is anchored (the pseudo-observations sit at half and twice this size)."""
-
-    def __init__(self, fixed: float, throughput: float, *, halflife: float = 3.0,
-                 prior_weight: float = 1.0, ref_events: float = 100_000):
-        if not (fixed >= 0 and math.isfinite(fixed)):
-            raise ValueError(f"fixed cost must be finite and >= 0 s, got {fixed}")
-        if not (throughput > 0):
-            raise ValueError(f"throughput must be > 0 events/s, got {throughput}")
-        if halflife <= 0 or prior_weight <= 0 or ref_events <= 0:
-            raise ValueError("halflife, prior_weight and ref_events must be > 0")
-        self.seed_fixed = float(fixed)
-        self.seed_throughput = float(throughput)
-        self.decay = 0.5 ** (1.0 / halflife)
-        self.prior_weight = float(prior_weight)
-        self.ref = float(ref_events)
-        self.observations = 0
-        self._log_scale: float | None = None  # EW mean of log(observed / seed prediction)
-        # EW normal equations of the fit in normalised coordinates (see _features)
-        self._m = [0.0, 0.0, 0.0]  # [s00, s01, s11]
-        self._v = [0.0, 0.0]
-
-    # the calibrated prediction, before any scale
-    def seed_seconds(self, events: float) -> float:
-        return self.seed_fixed + events / self.seed_throughput
-
-    def _features(self, events: float) -> tuple[float, float]:
-        # fit y / seed(n) = A * c0 / seed(n) + B * c0 * (n / ref) / seed(n): both features
-        # are O(1) near the reference size, and residuals are relative to the seed shape
-        c0 = self.seed_seconds(self.ref)
-        base = max(self.seed_seconds(events), _TINY)
-        return c0 / base, c0 * (events / self.ref) / base
-
-    def observe(self, events: float, seconds: float) -> float | None:
-        """Learn from one task of ``events`` that took ``seconds``; returns its log ratio
-        to the seed's prediction (None: nothing learned)."""
-        if not (seconds > 0 and math.isfinite(seconds)):
-            return None  # a failed or unmeasured task says nothing about speed
-        events = max(0.0, float(events))
-        ratio = math.log(seconds / max(self.seed_seconds(events), _TINY))
-        self._log_scale = _ew(self._log_scale, ratio, 1.0 - self.decay)
-        f0, f1 = self._features(events)
-        target = seconds / max(self.seed_seconds(events), _TINY)
-        d = self.decay
-        self._m = [d * self._m[0] + f0 * f0, d * self._m[1] + f0 * f1, d * self._m[2] + f1 * f1]
-        self._v = [d * self._v[0] + f0 * target, d * self._v[1] + f1 * target]
-        self.observations += 1
-        return ratio
-
-    @property
-    def own_scale(self) -> float | None:
-        """Observed over calibrated seconds (EW geometric mean); None before observations."""
-        return None if self._log_scale is None else math.exp(self._log_scale)
-
-    def params(self, scale: float | None = None) -> tuple[float, float]:
-        """(fixed seconds, seconds per event) of the current fit. ``scale``: the factor
-        applied to the calibrated prior when this pool has no observations of its own."""
-        s = self.own_scale if self.own_scale is not None else (1.0 if scale is None else scale)
-        c0 = self.seed_seconds(self.ref)
-        # prior: the scaled seed at half and twice the reference size
-        m, v = list(self._m), list(self._v)
-        for events in (0.5 * self.ref, 2.0 * self.ref):
-            f0, f1 = self._features(events)
-            w = self.prior_weight / 2
-            m[0] += w * f0 * f0
-            m[1] += w * f0 * f1
-            m[2] += w * f1 * f1
-            v[0] += w * f0 * s
-            v[1] += w * f1 * s
-        det = m[0] * m[2] - m[1] * m[1]
-        if det > 1e-12 * max(m[0] * m[2], 1e-300):
-            a = (v[0] * m[2] - v[1] * m[1]) / det
-            b = (m[0] * v[1] - m[1] * v[0]) / det
-        else:
-            a = b = -1.0  # degenerate: fall through to the scaled seed
-        fixed, per_event = a * c0, b * c0 / self.ref
-        if per_event <= 0 or not math.isfinite(per_event):  # no sensible slope: scaled seed
-            return s * self.seed_fixed, s / self.seed_throughput
-        if fixed < 0:  # the data want a negative fixed cost: through the origin instead
-            per_event = (v[1] / m[2]) * c0 / self.ref
-            fixed = 0.0
-        return fixed, per_event
-
-    def seconds(self, events: float, scale: float | None = None) -> float:
-        fixed, per_event = self.params(scale)
-        return fixed + max(0.0, events) * per_event
-
-    def describe(self, scale: float | None = None) -> dict:
-        fixed, per_event = self.params(scale)
-        return {"fixed_s": fixed, "throughput_events_per_s": 1.0 / per_event,
-                "seed_fixed_s": self.seed_fixed, "seed_throughput_events_per_s": self.seed_throughput,
-                "scale": self.own_scale, "observations": self.observations}
-
-
-def crossover_events(gpu: tuple[float, float], cpu: tuple[float, float]) -> float:
-    """Smallest chunk size (events) from which the GPU cost ``(fixed, per_event)`` is at
-    most the CPU cost; ``math.inf`` when the GPU never catches up."""
-    (fg, cg), (fc, cc) = gpu, cpu
-    if cg < cc:
-        return max(0.0, (fg - fc) / (cc - cg))
-    if cg == cc and fg <= fc:
-        return 0.0
-    return math.inf
-
-
-# ---------------------------------------------------------------------------- pools
-@dataclass
-class Pool:
-    """A worker pool as the policy sees it: ``slots`` chunks at once, each costing
-    ``model.seconds(events)``."""
-
-    name: str
-    kind: str  # "cpu" or "gpu"
-    slots: int
-    model: CostModel
-    merge: int = 1  # chunks per task (merged GPU tasks share one fixed cost)
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"pool {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
-        if self.slots < 1:
-            raise ValueError(f"pool {self.name!r}: slots must be >= 1, got {self.slots}")
-        if self.merge < 1:
-            raise ValueError(f"pool {self.name!r}: merge must be >= 1, got {self.merge}")
-
-
-def pool_kind(pool) -> str:
-    """"gpu" for a ``WorkerPool``-like object whose tasks request a GPU (or named "gpu"),
-    else "cpu" (a GPU pool run on the CPU backend is still a GPU pool)."""
-    requests = dict(getattr(pool, "task_resources", ()) or ())
-    declares = dict(getattr(pool, "resources", ()) or ())
-    if "GPU" in requests or "GPU" in declares or getattr(pool, "name", "") == GPU:
-        return GPU
-    return CPU
-
-
-def pool_slots(pool) -> int:
-    """Chunks a ``WorkerPool``-like pool runs at once: workers x how many of its tasks'
-    resource requests each worker's resources hold (at least one per worker)."""
-    requests = dict(getattr(pool, "task_resources", ()) or ())
-    declares = dict(getattr(pool, "resources", ()) or ())
-    per_worker = getattr(pool, "threads", 1)
-    for name, need in requests.items():
-        if need > 0 and name in declares:
-            per_worker = min(per_worker, int(declares[name] // need))
-    return max(1, int(pool.workers) * max(1, per_worker))
-
-
-# --------------------------------------------------------------------------- records
-@dataclass
-class Decision:
-    """Where one chunk went and why; ``actual_seconds`` is filled in by ``observe``."""
-
-    chunk: int
-    file: str
-    dataset: str | None
-    tree: str | None
-    entrystart: int
-    entrystop: int
-    events: int
-    pool: str
-    reason: str
-    predicted_seconds: float
-    predicted_start: float
-    predicted_finish: float
-    crossover: float | None  # events; None = infinite (no GPU pool can win)
-    slot: int = 0
-    task: int | None = None  # merged GPU task this chunk belongs to
-    actual_seconds: float | None = None  # of the copy whose output was taken
-    started_at: float | None = None  # when its task started on a worker (``started``)
-    finished_at: float | None = None
-    retried_from: str | None = None  # pool of a failed first attempt
-    backup_pool: str | None = None  # pool of a second copy (``Placement.backups``)
-    backup_predicted_seconds: float | None = None  # of the copy's task
-    taken_from: str | None = None  # pool whose output counted (with a backup: who won)
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class Backup:
-    """A second copy of a task in flight, on another pool's idle slots: ``chunks`` (the
-    task's chunk ids) predicted to finish at ``original_finish`` where they are, at
-    ``copy_finish`` on ``pool``. The first copy to complete counts (``settle``)."""
-
-    chunks: tuple[int, ...]
-    from_pool: str
-    pool: str
-    original_finish: float
-    copy_finish: float
-
-
-@dataclass
-class _Copy:
-    pool: str
-    slot: int
-    predicted_seconds: float
-    actual_seconds: float | None = None
-    started_at: float | None = None
-
-
-@dataclass
-class _Slot:
-    """One slot's queue: its chunks not yet observed, in order (the first is running
-    since ``anchor``: the slot's last completion, or when it got work while idle)."""
-
-    anchor: float = 0.0
-    outstanding: dict = field(default_factory=dict)  # chunk id -> predicted seconds
-
-    def free_at(self, now: float) -> float:
-        if not self.outstanding:
-            return max(now, self.anchor)
-        queued = iter(self.outstanding.values())
-        running = next(queued)
-        # a running chunk past its predicted end is still running: it ends at the earliest now
-        return max(now, self.anchor + running) + sum(queued)
-
-    def idle(self, now: float) -> bool:
-        return not self.outstanding and self.anchor <= now
-
-    def held(self, now: float) -> bool:
-        """Busy with no chunk of this run's queue: a cancelled task that runs on."""
-        return not self.outstanding and self.anchor > now
-
-    def add(self, chunk_id: int, seconds: float, now: float) -> None:
-        if not self.outstanding:
-            self.anchor = max(self.anchor, now)
-        self.outstanding[chunk_id] = seconds
-
-    def drop(self, chunk_ids, busy_until: float | None = None) -> None:
-        """Take ``chunk_ids`` off the queue without their completion (a cancelled
-        copy); ``busy_until``: they were running, and a running task cannot be stopped:
-        the slot is busy until then (or until ``Placement.lost`` says it ended)."""
-        for cid in chunk_ids:
-            self.outstanding.pop(cid, None)
-        if busy_until is not None:
-            self.anchor = max(self.anchor, busy_until)
-
-
-def straggler_end(started: float, seconds: float, now: float) -> float:
-    """When a task started at ``started`` and predicted ``seconds`` ends. One past its
-    predicted end is a straggler: it is guessed to need as long again as it has overrun,
-    and at least half its prediction."""
-    end = started + seconds
-    if end < now:
-        end = now + max(0.5 * seconds, now - end)
-    return end
-
-
-def _ids(chunk_ids) -> list[int]:
-    """One chunk id or several, as a list."""
-    return [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
-
-
-# --------------------------------------------------------------------------- policy
 class Placement:
     """The placement policy over ``pools`` (``Pool`` objects, at least one).
 
@@ -415,9 +121,9 @@ class Placement:
             start = time.monotonic()
             clock = lambda: time.monotonic() - start  # noqa: E731
         self.clock = clock
-        self._slots = {name: [_Slot() for _ in range(p.slots)] for name, p in self.pools.items()}
+        self._slots = {name: [Slot() for _ in range(p.slots)] for name, p in self.pools.items()}
         self._records: dict[int, Decision] = {}
-        self._copies: dict[int, _Copy] = {}  # chunk id -> its backup copy
+        self._copies: dict[int, Copy] = {}  # chunk id -> its backup copy
         self._assigned = {name: 0 for name in self.pools}
         self._log_scale: float | None = None  # EW over all pools' observations
         self._next_task = 0
@@ -558,56 +264,81 @@ class Placement:
         return t + left / rate
 
     def choose(self, chunk: Chunk, now: float | None = None,
-               backlog_events: int = 0) -> tuple[str, str]:
-        """(pool, reason) for ``chunk`` without recording it; see ``assign``."""
+               backlog_events: int = 0) -> tuple[str, Reason, str]:
+        """(pool, reason, detail) for ``chunk`` without recording it; see ``assign``."""
         now = self._now(now)
         names = list(self.pools)
         if len(names) == 1:
-            return names[0], "only pool"
-        if self.probe > 0:
-            for name in names:
-                if self._assigned[name] < self.probe:
-                    return name, "probe"
-        events = chunk.events
-        cpus = [n for n in names if self.pools[n].kind == CPU]
-        gpus = [n for n in names if self.pools[n].kind == GPU]
-        eligible = [g for g in gpus if events >= self.crossover(g)]
-        helpers: list[str] = []  # pools slower for this chunk that may still take it when idle
+            return names[0], Reason.ONLY_POOL, ""
+        for name in names:
+            if self._assigned[name] < self.probe:
+                return name, Reason.PROBE, f"first {self.probe} chunks of each pool"
+        candidates, helpers, standing = self._candidates(chunk.events)
+        detail = "above crossover" if standing is None else standing.value
+        unmeasured = self._unmeasured_idle(candidates, now)
+        if unmeasured is not None:
+            return unmeasured, Reason.UNMEASURED, detail
+        candidates, chosen = self._room_for_unmeasured(candidates, now)
+        if chosen is not None:
+            return chosen[0], chosen[1], detail
+        return self._by_finish(chunk.events, candidates, helpers, standing, now,
+                               backlog_events)
+
+    def _candidates(self, events: int) -> tuple[list[str], list[str], Reason | None]:
+        """(candidates, helpers, standing) for a chunk of ``events``: the pools that may
+        take it on its size; the pools slower for it that may still take it when idle; and
+        where it stands against the crossover (None: above it, with both kinds of pool)."""
+        cpus = [n for n, p in self.pools.items() if p.kind == CPU]
+        gpus = [n for n, p in self.pools.items() if p.kind == GPU]
         if not cpus:
-            candidates, why = gpus, "no CPU pool"
-        elif not gpus:
-            candidates, why = cpus, "no GPU pool"
-        elif not eligible:
-            candidates, why = cpus, "below crossover"
-            helpers = gpus
-        else:
-            candidates, why = cpus + eligible, None
-        if self.explore and self._log_scale is not None:
-            # measurements are coming in: a pool never measured and with nothing queued
-            # gets this chunk, since its prediction is only the other pools' scale
-            for name in candidates:
-                slots = self._slots[name]
-                # (a slot kept busy by a cancelled copy is not idle: the chunk would wait)
-                if (self.pools[name].model.observations == 0
-                        and not any(s.outstanding for s in slots)
-                        and any(s.idle(now) for s in slots)):
-                    return name, "probe: not measured yet"
-        if self.unmeasured_depth is not None and len(candidates) > 1:
-            # depth in tasks per slot: a merging pool's task holds ``merge`` chunks (in
-            # chunks, 12 single-slot GPU workers with merges of 4 started with 3 busy)
-            room = [n for n in candidates if self.pools[n].model.observations > 0
-                    or self._tasks_per_slot(n, now) < self.unmeasured_depth]
-            if not room:  # nothing measured and every pool full: fill by slots
-                # (not to a pool whose every slot a cancelled task holds: seeds cannot
-                # say how long that is against the other pools' queues)
-                open_ = [n for n in candidates
-                         if not all(s.held(now) for s in self._slots[n])] or candidates
-                best = min(open_, key=lambda n: self._tasks_per_slot(n, now))
-                return best, (why or "above crossover") + ", no pool measured yet: fewest queued per slot"
-            if len(room) < len(candidates):
-                candidates = room
-                if len(room) == 1:
-                    return room[0], (why or "above crossover") + ", the other pools unmeasured and full"
+            return gpus, [], Reason.NO_CPU_POOL
+        if not gpus:
+            return cpus, [], Reason.NO_GPU_POOL
+        eligible = [g for g in gpus if events >= self.crossover(g)]
+        if not eligible:
+            return cpus, gpus, Reason.BELOW_CROSSOVER
+        return cpus + eligible, [], None
+
+    def _unmeasured_idle(self, candidates: list[str], now: float) -> str | None:
+        """Once measurements are coming in, a candidate never measured and with nothing
+        queued takes the chunk: its prediction is only the other pools' scale."""
+        if not self.explore or self._log_scale is None:
+            return None
+        for name in candidates:
+            slots = self._slots[name]
+            # (a slot kept busy by a cancelled copy is not idle: the chunk would wait)
+            if (self.pools[name].model.observations == 0
+                    and not any(s.outstanding for s in slots)
+                    and any(s.idle(now) for s in slots)):
+                return name
+        return None
+
+    def _room_for_unmeasured(self, candidates: list[str], now: float
+                             ) -> tuple[list[str], tuple[str, Reason] | None]:
+        """``unmeasured_depth``: the candidates left once unmeasured pools at that depth
+        are out, and the (pool, reason) when that alone decides."""
+        if self.unmeasured_depth is None or len(candidates) <= 1:
+            return candidates, None
+        # depth in tasks per slot: a merging pool's task holds ``merge`` chunks (in
+        # chunks, 12 single-slot GPU workers with merges of 4 started with 3 busy)
+        room = [n for n in candidates if self.pools[n].model.observations > 0
+                or self._tasks_per_slot(n, now) < self.unmeasured_depth]
+        if not room:  # nothing measured and every pool full: fill by slots
+            # (not to a pool whose every slot a cancelled task holds: seeds cannot
+            # say how long that is against the other pools' queues)
+            open_ = [n for n in candidates
+                     if not all(s.held(now) for s in self._slots[n])] or candidates
+            best = min(open_, key=lambda n: self._tasks_per_slot(n, now))
+            return candidates, (best, Reason.FEWEST_QUEUED)
+        if len(room) == 1 and len(candidates) > 1:
+            return room, (room[0], Reason.OTHERS_FULL)
+        return room, None
+
+    def _by_finish(self, events: int, candidates: list[str], helpers: list[str],
+                   standing: Reason | None, now: float,
+                   backlog_events: int) -> tuple[str, Reason, str]:
+        """(pool, reason, detail) by predicted finish times, the load rules first."""
+        detail = "above crossover" if standing is None else standing.value
         pools = candidates + helpers
         plan = {n: self._finish(n, events, now) for n in pools}  # (finish, start, s, slot)
         if backlog_events > 0 and len(pools) > 1:
@@ -620,20 +351,19 @@ class Placement:
             end = self._fluid_end(backlog_events + events, pools, now, events)
             idle = [n for n in pools if plan[n][1] <= now and plan[n][0] <= end]
             if idle:
-                best = min(idle, key=lambda n: plan[n][0])
-                return best, (why or "above crossover") + ", idle slot finishing before the predicted end"
+                return min(idle, key=lambda n: plan[n][0]), Reason.IDLE_SLOT, detail
         best = min(candidates, key=lambda n: plan[n][0])
         if helpers and self._slots[best][plan[best][3]].held(now):
             # its earliest slot is held by a cancelled task that runs on: a slower pool
             # that finishes the chunk earlier takes it (the last chunks have no backlog)
             helper = min(helpers, key=lambda n: plan[n][0])
             if plan[helper][0] < plan[best][0]:
-                return helper, (why or "above crossover") + ", the faster pool's slots held"
-        if why is not None:
-            return best, why
+                return helper, Reason.SLOTS_HELD, detail
+        if standing is not None:
+            return best, standing, ""
         if self.pools[best].kind == GPU:
-            return best, "above crossover, earlier finish"
-        return best, "above crossover, CPU pool finishes earlier"
+            return best, Reason.GPU_EARLIER, detail
+        return best, Reason.CPU_EARLIER, detail
 
     def assign(self, chunk, now: float | None = None, backlog_events: int = 0, *,
                may_wait: bool = False) -> str | None:
@@ -649,20 +379,20 @@ class Placement:
             raise ValueError(f"chunk {chunk.id} was already assigned "
                              f"(to {self._records[chunk.id].pool})")
         now = self._now(now)
-        pool, reason = self.choose(chunk, now, backlog_events)
+        pool, reason, detail = self.choose(chunk, now, backlog_events)
         if may_wait and (self._queued(pool) >= self.capacity(pool)
                          or self._held_back(pool, now)):
             return None
-        self._enqueue(chunk, pool, reason, now)
+        self._enqueue(chunk, pool, reason, detail, now)
         return pool
 
-    def _enqueue(self, chunk: Chunk, pool: str, reason: str, now: float,
+    def _enqueue(self, chunk: Chunk, pool: str, reason: Reason, detail: str, now: float,
                  retried_from: str | None = None) -> Decision:
         finish, start, seconds, slot = self._finish(pool, chunk.events, now)
         cross = self.crossover()
         record = Decision(chunk.id, chunk.file, chunk.dataset, chunk.tree, chunk.start,
-                          chunk.stop, chunk.events, pool, reason, seconds, start, finish,
-                          None if math.isinf(cross) else cross, slot,
+                          chunk.stop, chunk.events, pool, reason, detail, seconds, start,
+                          finish, None if math.isinf(cross) else cross, slot,
                           retried_from=retried_from)
         self._slots[pool][slot].add(chunk.id, seconds, now)
         self._records[chunk.id] = record
@@ -686,16 +416,19 @@ class Placement:
         return out
 
     def retry(self, chunk_id: int, pool: str, now: float | None = None,
-              reason: str = "retry after failure") -> None:
+              reason: str = "after a failure") -> None:
         """Record that ``chunk_id`` is re-run on ``pool`` (e.g. on a CPU worker after
-        it failed on a GPU); its first attempt is dropped from the queue model."""
+        it failed on a GPU); its first attempt is dropped from the queue model. The
+        decision's reason is ``Reason.RETRY``; ``reason`` (why, in words) its detail."""
         old = self._records.pop(chunk_id)
         self._slots[old.pool][old.slot].outstanding.pop(chunk_id, None)
         copy = self._copies.pop(chunk_id, None)
         if copy is not None:  # the retry replaces both copies
             self._slots[copy.pool][copy.slot].outstanding.pop(chunk_id, None)
         chunk = Chunk(chunk_id, old.file, old.entrystart, old.entrystop, old.tree, old.dataset)
-        self._enqueue(chunk, pool, reason, self._now(now), retried_from=old.pool).task = old.task
+        record = self._enqueue(chunk, pool, Reason.RETRY, reason, self._now(now),
+                               retried_from=old.pool)
+        record.task = old.task
 
     def mark_merged(self, chunk_ids: Sequence[int]) -> int:
         """Record that ``chunk_ids`` run as one task (see ``merge_for_gpu``); returns the
@@ -712,7 +445,7 @@ class Placement:
         """A task of ``chunk_ids`` (one id, or the ids of a merged task) took
         ``seconds``; refines its pool's cost model and queue. ``pool``: where it ran, when
         that may be a backup copy's pool (default: where the chunks were assigned)."""
-        ids = _ids(chunk_ids)
+        ids = chunk_ids_of(chunk_ids)
         records = [self._records[i] for i in ids]
         now = self._now(now)
         events = sum(r.events for r in records)
@@ -734,7 +467,7 @@ class Placement:
         """Chunks whose task completed without a time of theirs (e.g. skipped): they
         leave their pool's queue (``pool``: as in ``observe``), nothing is learned."""
         now = self._now(now)
-        ids = _ids(chunk_ids)
+        ids = chunk_ids_of(chunk_ids)
         if not ids:
             return
         if self._copy_pool(ids, [self._records[i] for i in ids], pool) is not None:
@@ -769,7 +502,7 @@ class Placement:
     def _reported(self, chunk_ids, pool: str | None):
         """(ids, records, copy pool) for a worker's report on ``chunk_ids``, or None when
         they have none or have been placed anew since (a retry replaces their copies)."""
-        ids = _ids(chunk_ids)
+        ids = chunk_ids_of(chunk_ids)
         if not ids or any(i not in self._records for i in ids):
             return None
         records = [self._records[i] for i in ids]
@@ -801,7 +534,7 @@ class Placement:
         copy that had started keeps its slot busy until its predicted end, or until
         ``lost`` reports it ended."""
         now = self._now(now)
-        ids = _ids(chunk_ids)
+        ids = chunk_ids_of(chunk_ids)
         for cid in ids:
             record = self._records[cid]
             record.taken_from = pool
@@ -850,7 +583,7 @@ class Placement:
     def _learn(self, pool: str, events: float, seconds: float) -> None:
         ratio = self.pools[pool].model.observe(events, seconds)
         if ratio is not None:
-            self._log_scale = _ew(self._log_scale, ratio, 1.0 - self.pools[pool].model.decay)
+            self._log_scale = ew(self._log_scale, ratio, 1.0 - self.pools[pool].model.decay)
 
     def task_seconds(self, chunk_ids, pool: str) -> float | None:
         """Predicted seconds of the task of ``chunk_ids`` on ``pool``: their copy there,
@@ -910,8 +643,12 @@ class Placement:
                 for n, slots in self._slots.items()}
         if not any(idle.values()):
             return []
-        measured = {n for n, p in self.pools.items() if p.model.observations > 0}
-        tasks: dict = {}  # (pool, task key) -> chunk ids of an original task in flight
+        candidates = self._backup_candidates(idle, now)
+        return self._book_backups(candidates, idle, now)
+
+    def _tasks_in_flight(self) -> dict:
+        """(pool, task key) -> chunk ids of each original task queued or running."""
+        tasks: dict = {}
         for name, slots in self._slots.items():
             for slot in slots:
                 for cid in slot.outstanding:
@@ -923,8 +660,14 @@ class Placement:
                     key = (("task", record.task, record.slot) if record.task is not None
                            else ("chunk", cid))
                     tasks.setdefault((name, key), []).append(cid)
+        return tasks
+
+    def _backup_candidates(self, idle: dict, now: float) -> list[tuple]:
+        """(gain, ids, pool, target, original finish, copy seconds) of each copy worth
+        starting on a pool with ``idle`` slots."""
+        measured = {n for n, p in self.pools.items() if p.model.observations > 0}
         candidates = []
-        for (name, _key), ids in tasks.items():
+        for (name, _key), ids in self._tasks_in_flight().items():
             ids = tuple(sorted(ids))
             seconds = self._task_seconds(ids)
             started = min((self._records[i].started_at for i in ids
@@ -944,6 +687,11 @@ class Placement:
                 copy = self._copy_seconds(target, ids)
                 if original - now > (1.0 + self.backup_margin) * copy:
                     candidates.append((original - now - copy, ids, name, target, original, copy))
+        return candidates
+
+    def _book_backups(self, candidates: list[tuple], idle: dict, now: float) -> list[Backup]:
+        """Record the copies of ``candidates``, largest gains first, each task at most
+        once, while their target pools have idle slots for them."""
         out = []
         taken: set[int] = set()
         for _gain, ids, name, target, original, seconds in sorted(candidates, reverse=True):
@@ -955,7 +703,7 @@ class Placement:
             for k, cid in enumerate(ids):
                 slot = slots[min(k, need - 1)]
                 share = seconds / len(ids) if need == 1 else seconds
-                self._copies[cid] = _Copy(target, slot, share)
+                self._copies[cid] = Copy(target, slot, share)
                 self._slots[target][slot].add(cid, share, now)
                 record = self._records[cid]
                 record.backup_pool, record.backup_predicted_seconds = target, seconds
@@ -1005,308 +753,3 @@ class Placement:
         cross = self.crossover()
         return {"pools": pools, "crossover": None if math.isinf(cross) else cross}
 
-
-# --------------------------------------------------------------------------- merging
-@dataclass(frozen=True)
-class Merge:
-    """Items ``parts`` (indices into the input) merged into one task."""
-
-    parts: tuple[int, ...]
-    filename: str
-    treename: str | None
-    entrystart: int
-    entrystop: int
-
-    @property
-    def events(self) -> int:
-        return self.entrystop - self.entrystart
-
-    def describe(self) -> str:
-        return (f"merged {len(self.parts)} chunks of {self.filename} (tree {self.treename!r}) "
-                f"into one GPU task, entries [{self.entrystart}, {self.entrystop})")
-
-    def as_dict(self) -> dict:
-        return {"parts": list(self.parts), "filename": self.filename, "treename": self.treename,
-                "entrystart": self.entrystart, "entrystop": self.entrystop, "events": self.events}
-
-
-@dataclass
-class MergeResult:
-    """``items``: the tasks (merged or not); ``parts[i]``: indices of the input items in
-    task i; ``merges``: the tasks that merged more than one item."""
-
-    items: list
-    parts: list[tuple[int, ...]]
-    merges: list[Merge]
-
-    def describe(self) -> list[str]:
-        return [m.describe() for m in self.merges]
-
-
-def _file_key(item) -> tuple:
-    """(dataset, file, tree, uuid): items merge only when all four agree."""
-    if isinstance(item, Chunk):
-        return (item.dataset, item.file, item.tree, None)
-    return (getattr(item, "dataset", None), str(getattr(item, "filename", "")),
-            getattr(item, "treename", None), getattr(item, "fileuuid", None))
-
-
-def _with_range(item, start: int, stop: int):
-    if isinstance(item, Chunk):
-        return replace(item, start=start, stop=stop)
-    return replace(item, entrystart=start, entrystop=stop)
-
-
-def merge_for_gpu(items: Sequence, target_events: int) -> MergeResult:
-    """Merge runs of adjacent items of one file (same dataset, filename, treename and
-    fileuuid; one's entrystop equal to the next's entrystart) into tasks of at most
-    ``target_events`` entries (an item already larger stays alone). Items are
-    dataclasses such as coffea's ``WorkItem`` (merged ones are ``dataclasses.replace``
-    copies of the first part, with the merged range) or ``Chunk``. Tasks keep the order
-    of their first part; every input item lands in exactly one task."""
-    if target_events < 1:
-        raise ValueError(f"target_events must be >= 1, got {target_events}")
-
-    def rng(item):
-        if isinstance(item, Chunk):
-            return item.start, item.stop
-        return int(item.entrystart), int(item.entrystop)
-
-    by_file: dict[tuple, list[int]] = {}
-    for i, item in enumerate(items):
-        by_file.setdefault(_file_key(item), []).append(i)
-    groups: list[tuple[int, ...]] = []
-    for indices in by_file.values():
-        indices = sorted(indices, key=lambda i: rng(items[i]))
-        run: list[int] = []
-        run_events = 0
-        for i in indices:
-            start, stop = rng(items[i])
-            contiguous = bool(run) and rng(items[run[-1]])[1] == start
-            if contiguous and run_events + (stop - start) <= target_events:
-                run.append(i)
-                run_events += stop - start
-                continue
-            if run:
-                groups.append(tuple(run))
-            run, run_events = [i], stop - start
-        if run:
-            groups.append(tuple(run))
-    groups.sort(key=lambda g: min(g))
-    out_items, merges = [], []
-    for group in groups:
-        first = items[group[0]]
-        if len(group) == 1:
-            out_items.append(first)
-            continue
-        start, stop = rng(first)[0], rng(items[group[-1]])[1]
-        out_items.append(_with_range(first, start, stop))
-        _, filename, treename, _ = _file_key(first)
-        merges.append(Merge(group, filename, treename, start, stop))
-    return MergeResult(out_items, groups, merges)
-
-
-# ------------------------------------------------------------------------ simulation
-@dataclass
-class SimResult:
-    """A simulated run: ``makespan`` (s), per pool chunks/events/busy seconds, and the
-    pool of each chunk."""
-
-    policy: str
-    makespan: float
-    pools: dict
-    assignments: list[str]
-
-    def as_dict(self) -> dict:
-        return {"policy": self.policy, "makespan": self.makespan, "pools": self.pools,
-                "assignments": self.assignments}
-
-
-def simulate(chunks: Sequence, policy, truth: Sequence[Pool], *,
-             window: int | None = None, warmup: int | None = None,
-             tick: float = BACKUP_TICK) -> SimResult:
-    """Replay ``chunks`` (``Chunk``s or event counts) on the pools ``truth`` (their
-    ``model.seconds`` is the true duration of a task, ``slots`` their parallelism,
-    ``merge`` the chunks one task takes, as the executor merges GPU tasks) and return the
-    makespan. Each pool runs its chunks in assignment order on its free slots.
-
-    ``policy``: a ``Placement`` over pools of the same names, or ``"all-cpu"`` /
-    ``"all-gpu"`` (every chunk on the pools of that kind, each to the slot free first).
-    A Placement is driven in one of three ways, as an executor could submit:
-
-    - default: every chunk assigned at time 0 (all submitted at once);
-    - ``window=k``: at most k chunks queued or running; the next is assigned when one
-      completes, after its actual time was observed (online refinement);
-    - ``warmup=k``: as ``window=k`` until every pool given a chunk has reported one,
-      then all the others at once with the refined models.
-
-    In every mode a policy with a ``depth`` holds a chunk back while its pool is full
-    and offers it again when a task completes (late binding, as the executor does).
-    A policy with a ``backup_margin`` is asked for ``backups`` once every chunk is
-    assigned, at each completion and every ``tick`` seconds between them, as the
-    executor's loop does; the first copy of a chunk to complete counts, a copy that
-    loses keeps its slot until it ends, and the makespan is the last counted output."""
-    import heapq
-    from collections import deque
-
-    if window is not None and warmup is not None:
-        raise ValueError("window and warmup are alternatives")
-    pools = {p.name: p for p in truth}
-    chunks = [c if isinstance(c, Chunk) else Chunk.of(c, i) for i, c in enumerate(chunks)]
-    if isinstance(policy, str):
-        if policy not in ("all-cpu", "all-gpu"):
-            raise ValueError(f"policy must be a Placement, 'all-cpu' or 'all-gpu', not {policy!r}")
-        kind = policy.split("-")[1]
-        chosen = [p for p in truth if p.kind == kind]
-        if not chosen:
-            raise ValueError(f"{policy}: no {kind.upper()} pool among {list(pools)}")
-        # list scheduling over all slots of those pools, in chunk order (a slot of a
-        # merging pool takes its next ``merge`` chunks as one task)
-        free = [(0.0, p.name, s) for p in chosen for s in range(p.slots)]
-        heapq.heapify(free)
-        stats = {p.name: {"chunks": 0, "events": 0, "busy_seconds": 0.0} for p in chosen}
-        assignments, makespan, k = [], 0.0, 0
-        while k < len(chunks):
-            t, name, s = heapq.heappop(free)
-            task = chunks[k:k + pools[name].merge]
-            k += len(task)
-            events = sum(c.events for c in task)
-            dt = pools[name].model.seconds(events)
-            heapq.heappush(free, (t + dt, name, s))
-            makespan = max(makespan, t + dt)
-            stats[name]["chunks"] += len(task)
-            stats[name]["events"] += events
-            stats[name]["busy_seconds"] += dt
-            assignments += [name] * len(task)
-        return SimResult(policy, makespan, stats, assignments)
-
-    missing = set(policy.pools) - set(pools)
-    if missing:
-        raise ValueError(f"the policy's pools {sorted(missing)} have no true model in truth")
-    queues = {n: deque() for n in policy.pools}
-    free = {n: pools[n].slots for n in policy.pools}
-    stats = {n: {"chunks": 0, "events": 0, "busy_seconds": 0.0} for n in policy.pools}
-    assignments: dict[int, str] = {}
-    running: list = []  # (finish, seq, chunks of the task, pool, seconds)
-    seq = 0
-    pending = deque(chunks)
-    in_flight = 0
-    limit = window if window is not None else warmup  # None: no limit
-    warming = warmup is not None
-    reported: set[str] = set()
-
-    def release(now: float) -> None:
-        nonlocal in_flight
-        while pending and (limit is None or in_flight < limit):
-            c = pending.popleft()
-            backlog = 0 if limit is None else sum(p.events for p in pending)
-            # a policy with a ``depth`` may hold the chunk back: it is offered again when
-            # the next task completes
-            name = policy.assign(c, now=now, backlog_events=backlog, may_wait=True)
-            if name is None:
-                pending.appendleft(c)
-                break
-            assignments[c.id] = name
-            queues[name].append(c)
-            in_flight += 1
-        policy.end_batch()
-
-    copies = {n: deque() for n in policy.pools}  # backup copies waiting, as whole tasks
-    taken: set[int] = set()
-    cancelled: set[int] = set()  # seq of running tasks that lost to another copy
-
-    def dispatch(now: float) -> None:
-        nonlocal seq
-        for name, q in queues.items():
-            while (q or copies[name]) and free[name] > 0:
-                if copies[name]:
-                    task, copy = copies[name].popleft(), True
-                else:
-                    task = [q.popleft() for _ in range(min(len(q), pools[name].merge))]
-                    copy = False
-                    if len(task) > 1:
-                        policy.mark_merged([c.id for c in task])
-                events = sum(c.events for c in task)
-                dt = pools[name].model.seconds(events)
-                free[name] -= 1
-                heapq.heappush(running, (now + dt, seq, task, name, dt, copy))
-                seq += 1
-                policy.started([c.id for c in task], now=now, pool=name)
-                stats[name]["busy_seconds"] += dt  # a copy that loses is busy too
-        if not pending:
-            added = False
-            for b in policy.backups(now=now):
-                parts = [c for c in chunks if c.id in b.chunks]
-                if pools[b.pool].merge > 1:
-                    copies[b.pool].append(parts)
-                else:
-                    copies[b.pool].extend([c] for c in parts)
-                added = True
-            if added:
-                dispatch(now)
-
-    def take(ids: list[int], seq_won: int, now: float) -> None:
-        """Chunks ``ids`` counted: their other copies are dropped (a running one keeps
-        its slot); chunks of a dropped task that nothing else covers run again."""
-        nonlocal in_flight
-        taken.update(ids)
-        in_flight -= len(ids)
-        orphans = []
-        for name in queues:
-            for c in [c for c in queues[name] if c.id in ids]:
-                queues[name].remove(c)
-            for task in [t for t in copies[name] if any(c.id in ids for c in t)]:
-                copies[name].remove(task)
-                orphans += [c for c in task if c.id not in ids]
-        for _f, s_, task, _n, _dt, _copy in running:
-            if s_ != seq_won and s_ not in cancelled and any(c.id in ids for c in task):
-                cancelled.add(s_)
-                orphans += [c for c in task if c.id not in ids]
-        covered = {c.id for name in queues for c in queues[name]}
-        covered |= {c.id for name in copies for t in copies[name] for c in t}
-        covered |= {c.id for _f, s_, t, _n, _dt, _c in running if s_ not in cancelled
-                    for c in t}
-        for c in orphans:
-            if c.id not in taken and c.id not in covered:
-                policy.retry(c.id, assignments[c.id], now=now, reason="its task lost to a copy")
-                queues[assignments[c.id]].appendleft(c)
-                covered.add(c.id)
-
-    release(0.0)
-    dispatch(0.0)
-    makespan = 0.0
-    checked = 0.0
-    while running:
-        if not pending and policy.backup_margin is not None and running[0][0] > checked + tick:
-            checked += tick  # nothing completes before the next look at the stragglers
-            dispatch(checked)
-            continue
-        t, s_, task, name, dt, copy = heapq.heappop(running)
-        checked = t
-        free[name] += 1
-        ids = [c.id for c in task]
-        if s_ in cancelled or taken.intersection(ids):
-            policy.lost(ids, dt, now=t, pool=name)  # a copy that lost: its slot comes back
-            dispatch(t)
-            continue
-        makespan = t
-        policy.observe(ids, dt, now=t, pool=name)
-        policy.settle(ids, name, now=t)
-        if copy:
-            for i in ids:
-                assignments[i] = name
-        stats[name]["chunks"] += len(task)  # chunks and events whose output counted
-        stats[name]["events"] += sum(c.events for c in task)
-        take(ids, s_, t)
-        reported.add(name)
-        if warming and reported >= set(assignments.values()):
-            warming, limit = False, None  # every pool used so far measured: the rest at once
-        release(t)
-        dispatch(t)
-    if window is not None:
-        label = f"placement (window {window})"
-    elif warmup is not None:
-        label = f"placement (warm-up {warmup})"
-    else:
-        label = "placement"
-    return SimResult(label, makespan, stats, [assignments[c.id] for c in chunks])

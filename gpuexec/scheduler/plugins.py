@@ -55,7 +55,7 @@ def pin_task_thread() -> None:
 
 class WarmPools(WorkerPlugin):
     """``backends``: pool name -> kernel backend of its tasks. A worker finds its pool in
-    its environment (``cluster.POOL_ENV``); a failure is logged, never fatal: the
+    its environment (``keys.POOL_ENV``); a failure is logged, never fatal: the
     chunk that meets the same failure reports it."""
 
     name = "gpuexec-warm-pools"
@@ -65,9 +65,7 @@ class WarmPools(WorkerPlugin):
         self.backends = dict(backends)
 
     def setup(self, worker):
-        from gpuexec.scheduler.cluster import POOL_ENV
-
-        backend = self.backends.get(os.environ.get(POOL_ENV, ""), "cpu")
+        backend = self.backends.get(os.environ.get(keys.POOL_ENV, ""), "cpu")
         start = time.perf_counter()
         try:
             warm_worker(backend)

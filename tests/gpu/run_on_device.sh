@@ -16,7 +16,7 @@
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target "$PWD/.site" .whl/*.whl || exit 1
-# nvCOMP (gpuexec.device_reading inflates on the device with it): its two wheels are 34 MB,
+# nvCOMP (gpuexec.io.device_read inflates on the device with it): its two wheels are 34 MB,
 # too much beside the rest, so a run carries .cache/devcarry/nvcomp.tar.xz instead (22 MB:
 # the nvidia/nvcomp package with only its cp312 module, and lib64/libnvcomp.so.6), made here:
 #   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \

@@ -1,4 +1,4 @@
-"""gpuexec.device_reading on a GPU: every plain NanoAOD branch of real CMS samples and of a
+"""gpuexec.io.device_read on a GPU: every plain NanoAOD branch of real CMS samples and of a
 generated file with several baskets, read into CuPy arrays, equals uproot's arrays, with
 nvCOMP inflating on the device (skipped where ``nvidia-nvcomp-cu13`` is not installed) and
 with the host inflating; and every ADL query staged on the device through it gives the
@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 import device_reading_cases as cases  # noqa: E402
 
-from gpuexec import device_reading  # noqa: E402
-from gpuexec.staging import Timings, stage_events  # noqa: E402
+from gpuexec.io import device_read as device_reading  # noqa: E402
+from gpuexec.io.staging import Timings, stage_events  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 

@@ -123,7 +123,7 @@ def test_shipped_sample_matches_iterative(executor):
     got = run(executor.copy(), make(6), [TT], 50)
     assert_same(got, want)
     # the GPU worker was asked for nvCOMP, and found what this process finds (one install)
-    from gpuexec import device_reading
+    from gpuexec.io import device_read as device_reading
 
     assert executor.nvcomp_on_gpu_workers == device_reading.nvcomp_version(), \
         executor.nvcomp_on_gpu_workers

@@ -26,17 +26,21 @@ Lists are split into one block per thread, balanced by elements and lists, and f
 with ``prange`` above ``threads.PARALLEL_THRESHOLD``; below it the serial variant (the
 same body compiled without ``parallel``) runs one block. A list is never split, so the
 thread count does not change any bit.
+
+The bodies are generated from op descriptors (``OPS``: ``Fold`` for sum, prod, min, max,
+count_nonzero, any, all; ``Select`` for argmin/argmax) into one skeleton per kind, each
+compiled in a serial and a parallel variant and disk-cached under its own name.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
-from gpuexec.kernels.cpu import threads
-
 from gpuexec.kernels.backend import ALL_DTYPES
+from gpuexec.kernels.cpu import threads
 
 #: unrolled branch-free steps per list (Poisson(5) lists: 93% fit in 8)
 SLOTS = 8
@@ -52,336 +56,153 @@ del _n
 _variants = threads.serial_and_parallel
 
 
-def _sum_float_body(offsets, content, out, zero, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            acc = zero
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                for k in range(SLOTS):
-                    step = acc + seg[k]
-                    acc = step if k < n else acc
-                for k in range(SLOTS, n):
-                    acc += seg[k]
-            else:
-                for j in range(start, start + n):
-                    acc += content[j]
-            out[i] = acc
+# -- op descriptors --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fold:
+    """A reduction that folds each list into an accumulator: ``acc = identity``, then
+    ``acc = combine`` (an expression of ``acc`` and the element ``x``) per element, and
+    ``finish`` (of ``acc``) is stored. The unrolled slots either select (``step =
+    combine; acc = step if k < n else acc``) or, with ``masked`` (a statement of ``acc``,
+    ``x`` and the mask lane ``m[k]``), apply a branch-free masked step. ``params``: the
+    body's arguments after ``out`` (``masks`` last when ``masked``)."""
+
+    name: str
+    params: tuple[str, ...]
+    identity: str
+    combine: str
+    masked: str | None = None
+    finish: str = "acc"
 
 
-def _prod_float_body(offsets, content, out, one, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            acc = one
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                for k in range(SLOTS):
-                    step = acc * seg[k]
-                    acc = step if k < n else acc
-                for k in range(SLOTS, n):
-                    acc *= seg[k]
-            else:
-                for j in range(start, start + n):
-                    acc *= content[j]
-            out[i] = acc
+@dataclass(frozen=True)
+class Select:
+    """An arg-reduction: the first element starts, a later one wins only where ``better``
+    (an expression of ``x`` and ``best``) holds; -1 for an empty list. With ``padded``,
+    unrolled slots past the end read the body's ``pad`` argument (a value that never
+    wins), which keeps ``k < n`` off the compare-select chain (faster for floats; integers
+    are faster with the combined test, where LLVM keeps the selects as cmovs)."""
+
+    name: str
+    better: str
+    padded: bool = False
 
 
-def _sum_int_body(offsets, content, out, zero, masks, bounds):
-    # zero/masks are int64 or uint64: the accumulator type (awkward widens each value)
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            acc = zero
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                m = masks[min(n, SLOTS)]
-                for k in range(SLOTS):
-                    acc += (zero + seg[k]) & m[k]
-                for k in range(SLOTS, n):
-                    acc += seg[k]
-            else:
-                for j in range(start, start + n):
-                    acc += content[j]
-            out[i] = acc
-
-
-def _prod_int_body(offsets, content, out, one, masks, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            acc = one
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                m = masks[min(n, SLOTS)]
-                for k in range(SLOTS):
-                    acc *= ((one * seg[k]) & m[k]) | (one & ~m[k])
-                for k in range(SLOTS, n):
-                    acc *= seg[k]
-            else:
-                for j in range(start, start + n):
-                    acc *= content[j]
-            out[i] = acc
-
-
-def _max_body(offsets, content, out, identity, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            acc = identity
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                for k in range(SLOTS):
-                    x = seg[k]
-                    step = x if x > acc else acc
-                    acc = step if k < n else acc
-                for k in range(SLOTS, n):
-                    x = seg[k]
-                    acc = x if x > acc else acc
-            else:
-                for j in range(start, start + n):
-                    x = content[j]
-                    acc = x if x > acc else acc
-            out[i] = acc
-
-
-def _min_body(offsets, content, out, identity, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            acc = identity
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                for k in range(SLOTS):
-                    x = seg[k]
-                    step = x if x < acc else acc
-                    acc = step if k < n else acc
-                for k in range(SLOTS, n):
-                    x = seg[k]
-                    acc = x if x < acc else acc
-            else:
-                for j in range(start, start + n):
-                    x = content[j]
-                    acc = x if x < acc else acc
-            out[i] = acc
-
-
-def _argmax_body(offsets, content, out, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                best = seg[0]
-                where = 0 if n > 0 else -1
-                for k in range(1, SLOTS):
-                    x = seg[k]
-                    take = (x > best) & (k < n)
-                    best = x if take else best
-                    where = k if take else where
-                for k in range(SLOTS, n):
-                    x = seg[k]
-                    if x > best:
-                        best = x
-                        where = k
-            else:
-                where = -1
-                if n > 0:
-                    seg = content[start:]
-                    best = seg[0]
-                    where = 0
-                    for k in range(1, n):
-                        x = seg[k]
-                        if x > best:
-                            best = x
-                            where = k
-            out[i] = where
-
-
-def _argmin_body(offsets, content, out, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                best = seg[0]
-                where = 0 if n > 0 else -1
-                for k in range(1, SLOTS):
-                    x = seg[k]
-                    take = (x < best) & (k < n)
-                    best = x if take else best
-                    where = k if take else where
-                for k in range(SLOTS, n):
-                    x = seg[k]
-                    if x < best:
-                        best = x
-                        where = k
-            else:
-                where = -1
-                if n > 0:
-                    seg = content[start:]
-                    best = seg[0]
-                    where = 0
-                    for k in range(1, n):
-                        x = seg[k]
-                        if x < best:
-                            best = x
-                            where = k
-            out[i] = where
-
-
-def _argmax_float_body(offsets, content, out, pad, bounds):
-    # as _argmax_body, but slots past the end read ``pad`` (-inf, never wins), which
-    # keeps the k < n test off the compare-select chain (faster for floats; integers
-    # are faster with the combined test, where LLVM keeps the selects as cmovs)
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                best = seg[0]
-                where = 0 if n > 0 else -1
-                for k in range(1, SLOTS):
-                    x = seg[k]
-                    x = x if k < n else pad
-                    take = x > best
-                    best = x if take else best
-                    where = k if take else where
-                for k in range(SLOTS, n):
-                    x = seg[k]
-                    if x > best:
-                        best = x
-                        where = k
-            else:
-                where = -1
-                if n > 0:
-                    seg = content[start:]
-                    best = seg[0]
-                    where = 0
-                    for k in range(1, n):
-                        x = seg[k]
-                        if x > best:
-                            best = x
-                            where = k
-            out[i] = where
-
-
-def _argmin_float_body(offsets, content, out, pad, bounds):
-    # as _argmin_body, but slots past the end read ``pad`` (+inf, never wins), which
-    # keeps the k < n test off the compare-select chain (faster for floats; integers
-    # are faster with the combined test, where LLVM keeps the selects as cmovs)
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                best = seg[0]
-                where = 0 if n > 0 else -1
-                for k in range(1, SLOTS):
-                    x = seg[k]
-                    x = x if k < n else pad
-                    take = x < best
-                    best = x if take else best
-                    where = k if take else where
-                for k in range(SLOTS, n):
-                    x = seg[k]
-                    if x < best:
-                        best = x
-                        where = k
-            else:
-                where = -1
-                if n > 0:
-                    seg = content[start:]
-                    best = seg[0]
-                    where = 0
-                    for k in range(1, n):
-                        x = seg[k]
-                        if x < best:
-                            best = x
-                            where = k
-            out[i] = where
-
-
-def _countnonzero_body(offsets, content, out, masks, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            acc = 0
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                m = masks[min(n, SLOTS)]
-                for k in range(SLOTS):
-                    acc += np.int64(seg[k] != 0) & m[k]
-                for k in range(SLOTS, n):
-                    acc += np.int64(seg[k] != 0)
-            else:
-                for j in range(start, start + n):
-                    acc += np.int64(content[j] != 0)
-            out[i] = acc
-
-
-def _any_body(offsets, content, out, masks, bounds):
-    clen = content.shape[0]
-    for b in numba.prange(bounds.shape[0] - 1):
-        for i in range(max(bounds[b], 0), bounds[b + 1]):
-            start = offsets[i]
-            n = offsets[i + 1] - start
-            acc = 0
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                m = masks[min(n, SLOTS)]
-                for k in range(SLOTS):
-                    acc |= np.int64(seg[k] != 0) & m[k]
-                for k in range(SLOTS, n):
-                    acc |= np.int64(seg[k] != 0)
-            else:
-                for j in range(start, start + n):
-                    acc |= np.int64(content[j] != 0)
-            out[i] = acc != 0
-
-
-def _all_body(offsets, content, out, masks, bounds):
+_NONZERO = "np.int64(x != 0)"
+OPS = (
+    Fold("sum_float", ("zero",), "zero", "acc + x"),
+    Fold("prod_float", ("one",), "one", "acc * x"),
+    # zero/one and masks are int64 or uint64: the accumulator type (awkward widens values)
+    Fold("sum_int", ("zero", "masks"), "zero", "acc + x", masked="acc += (zero + x) & m[k]"),
+    Fold("prod_int", ("one", "masks"), "one", "acc * x",
+         masked="acc *= ((one * x) & m[k]) | (one & ~m[k])"),
+    Fold("max", ("identity",), "identity", "x if x > acc else acc"),
+    Fold("min", ("identity",), "identity", "x if x < acc else acc"),
+    Fold("countnonzero", ("masks",), "0", f"acc + {_NONZERO}",
+         masked=f"acc += {_NONZERO} & m[k]"),
+    Fold("any", ("masks",), "0", f"acc | {_NONZERO}", masked=f"acc |= {_NONZERO} & m[k]",
+         finish="acc != 0"),
     # out: bool (ak.all) or int64 (ak.prod of bools)
+    Fold("all", ("masks",), "1", f"acc & {_NONZERO}", masked=f"acc &= {_NONZERO} | ~m[k]",
+         finish="acc != 0"),
+    Select("argmax", "x > best"),
+    Select("argmin", "x < best"),
+    Select("argmax_float", "x > best", padded=True),
+    Select("argmin_float", "x < best", padded=True),
+)
+
+# the skeleton every body shares: lists in one block per thread, a list never split
+_SKELETON = """
+def _{name}_body(offsets, content, out, {params}bounds):
     clen = content.shape[0]
     for b in numba.prange(bounds.shape[0] - 1):
         for i in range(max(bounds[b], 0), bounds[b + 1]):
             start = offsets[i]
             n = offsets[i + 1] - start
-            acc = 1
-            if start + SLOTS <= clen:
-                seg = content[start:]
-                m = masks[min(n, SLOTS)]
-                for k in range(SLOTS):
-                    acc &= np.int64(seg[k] != 0) | ~m[k]
-                for k in range(SLOTS, n):
-                    acc &= np.int64(seg[k] != 0)
-            else:
-                for j in range(start, start + n):
-                    acc &= np.int64(content[j] != 0)
-            out[i] = acc != 0
+{per_list}
+            out[i] = {result}
+"""
+
+_FOLD = """\
+acc = {identity}
+if start + SLOTS <= clen:
+    seg = content[start:]
+{mask}    for k in range(SLOTS):
+        x = seg[k]
+{slot}
+    for k in range(SLOTS, n):
+        x = seg[k]
+        acc = {combine}
+else:
+    for j in range(start, start + n):
+        x = content[j]
+        acc = {combine}"""
+
+_SELECT = """\
+if start + SLOTS <= clen:
+    seg = content[start:]
+    best = seg[0]
+    where = 0 if n > 0 else -1
+    for k in range(1, SLOTS):
+        x = seg[k]
+{slot}
+        best = x if take else best
+        where = k if take else where
+    for k in range(SLOTS, n):
+        x = seg[k]
+        if {better}:
+            best = x
+            where = k
+else:
+    where = -1
+    if n > 0:
+        seg = content[start:]
+        best = seg[0]
+        where = 0
+        for k in range(1, n):
+            x = seg[k]
+            if {better}:
+                best = x
+                where = k"""
+
+
+def _indent(text: str, spaces: int) -> str:
+    return "\n".join(" " * spaces + line if line else line for line in text.splitlines())
+
+
+def _source(op) -> str:
+    """The numba body of ``op`` as Python source."""
+    if isinstance(op, Fold):
+        if op.masked:
+            mask, slot = "    m = masks[min(n, SLOTS)]\n", op.masked
+        else:
+            mask, slot = "", f"step = {op.combine}\nacc = step if k < n else acc"
+        per_list = _FOLD.format(identity=op.identity, mask=mask, slot=_indent(slot, 8),
+                                combine=op.combine)
+        params, result = op.params, op.finish
+    else:
+        if op.padded:
+            slot = f"x = x if k < n else pad\ntake = {op.better}"
+        else:
+            slot = f"take = ({op.better}) & (k < n)"
+        per_list = _SELECT.format(slot=_indent(slot, 8), better=op.better)
+        params, result = ("pad",) if op.padded else (), "where"
+    return _SKELETON.format(name=op.name, params="".join(f"{p}, " for p in params),
+                            per_list=_indent(per_list, 12), result=result)
+
+
+def _compile_ops(ops) -> dict:
+    """name -> (serial, parallel) dispatchers of each op's body. The source is compiled
+    under this file's name, which numba's disk cache needs to locate and stamp it (the
+    stamp is this file's, from which the source is generated); the bodies' distinct
+    names key their cache entries."""
+    out = {}
+    for op in ops:
+        namespace: dict = {}
+        exec(compile(_source(op), __file__, "exec"), globals(), namespace)
+        body = namespace[f"_{op.name}_body"]
+        body.__module__ = __name__
+        out[op.name] = _variants(body)
+    return out
 
 
 def _count_body(offsets, out, bounds):
@@ -393,19 +214,7 @@ def _count_body(offsets, out, bounds):
             counts[k] = edges[k + 1] - edges[k]
 
 
-_sum_float = _variants(_sum_float_body)
-_prod_float = _variants(_prod_float_body)
-_sum_int = _variants(_sum_int_body)
-_prod_int = _variants(_prod_int_body)
-_max = _variants(_max_body)
-_min = _variants(_min_body)
-_argmax = _variants(_argmax_body)
-_argmin = _variants(_argmin_body)
-_argmax_float = _variants(_argmax_float_body)
-_argmin_float = _variants(_argmin_float_body)
-_countnonzero = _variants(_countnonzero_body)
-_any = _variants(_any_body)
-_all = _variants(_all_body)
+_OPS = _compile_ops(OPS)  # op name -> (serial, parallel)
 _count = _variants(_count_body)
 
 
@@ -476,30 +285,30 @@ def _n(offsets) -> int:
 
 
 # -- the contract ------------------------------------------------------------------------
-def reduce_sum(offsets, content):
+def _run(kernel, offsets, content, out_dtype, *params):
+    """``out_dtype[lists]`` from ``kernel`` (an op's variants) over the lists; ``params``:
+    the op's arguments after ``out``."""
     offsets, content = _prepare(offsets, content)
-    acc = sum_dtype(content.dtype)
-    out = np.empty(_n(offsets), dtype=acc)
-    if content.dtype.kind == "f":
-        _launch(_sum_float, offsets, content.shape[0], (offsets, content, out, acc.type(0)))
-    else:
-        masks = _MASK_U64 if acc.kind == "u" else _MASK_I64
-        _launch(_sum_int, offsets, content.shape[0],
-                (offsets, content, out, acc.type(0), masks))
+    out = np.empty(_n(offsets), dtype=out_dtype)
+    _launch(kernel, offsets, content.shape[0], (offsets, content, out, *params))
     return out
+
+
+def _arith(float_kernel, int_kernel, start: int, offsets, content):
+    """ak.sum (``start`` 0) or ak.prod (1): folded in awkward's result dtype."""
+    acc = sum_dtype(np.asarray(content).dtype)
+    if acc.kind == "f":
+        return _run(float_kernel, offsets, content, acc, acc.type(start))
+    masks = _MASK_U64 if acc.kind == "u" else _MASK_I64
+    return _run(int_kernel, offsets, content, acc, acc.type(start), masks)
+
+
+def reduce_sum(offsets, content):
+    return _arith(_OPS["sum_float"], _OPS["sum_int"], 0, offsets, content)
 
 
 def reduce_prod(offsets, content):
-    offsets, content = _prepare(offsets, content)
-    acc = sum_dtype(content.dtype)
-    out = np.empty(_n(offsets), dtype=acc)
-    if content.dtype.kind == "f":
-        _launch(_prod_float, offsets, content.shape[0], (offsets, content, out, acc.type(1)))
-    else:
-        masks = _MASK_U64 if acc.kind == "u" else _MASK_I64
-        _launch(_prod_int, offsets, content.shape[0],
-                (offsets, content, out, acc.type(1), masks))
-    return out
+    return _arith(_OPS["prod_float"], _OPS["prod_int"], 1, offsets, content)
 
 
 def reduce_sum_bool(offsets, content):
@@ -509,52 +318,36 @@ def reduce_sum_bool(offsets, content):
 
 def reduce_prod_bool(offsets, content):
     """ak.prod of bool lists: 1 if every entry is True (nonzero), else 0; int64."""
-    offsets, content = _prepare(offsets, content)
-    out = np.empty(_n(offsets), dtype=np.int64)
-    _launch(_all, offsets, content.shape[0], (offsets, content, out, _MASK_I64))
-    return out
+    return _run(_OPS["all"], offsets, content, np.int64, _MASK_I64)
 
 
-def _identity(content, identity):
-    return content.dtype.type(identity)
+def _native(content):
+    """The dtype numba sees: ``content``'s in native byte order."""
+    return np.asarray(content).dtype.newbyteorder("=")
 
 
 def reduce_max(offsets, content, identity):
-    offsets, content = _prepare(offsets, content)
-    out = np.empty(_n(offsets), dtype=content.dtype)
-    _launch(_max, offsets, content.shape[0],
-            (offsets, content, out, _identity(content, identity)))
-    return out
+    dtype = _native(content)
+    return _run(_OPS["max"], offsets, content, dtype, dtype.type(identity))
 
 
 def reduce_min(offsets, content, identity):
-    offsets, content = _prepare(offsets, content)
-    out = np.empty(_n(offsets), dtype=content.dtype)
-    _launch(_min, offsets, content.shape[0],
-            (offsets, content, out, _identity(content, identity)))
-    return out
+    dtype = _native(content)
+    return _run(_OPS["min"], offsets, content, dtype, dtype.type(identity))
 
 
 def reduce_argmax(offsets, content):
-    offsets, content = _prepare(offsets, content)
-    out = np.empty(_n(offsets), dtype=np.int64)
-    if content.dtype.kind == "f":
-        _launch(_argmax_float, offsets, content.shape[0],
-                (offsets, content, out, content.dtype.type(-np.inf)))
-    else:
-        _launch(_argmax, offsets, content.shape[0], (offsets, content, out))
-    return out
+    dtype = _native(content)
+    if dtype.kind == "f":
+        return _run(_OPS["argmax_float"], offsets, content, np.int64, dtype.type(-np.inf))
+    return _run(_OPS["argmax"], offsets, content, np.int64)
 
 
 def reduce_argmin(offsets, content):
-    offsets, content = _prepare(offsets, content)
-    out = np.empty(_n(offsets), dtype=np.int64)
-    if content.dtype.kind == "f":
-        _launch(_argmin_float, offsets, content.shape[0],
-                (offsets, content, out, content.dtype.type(np.inf)))
-    else:
-        _launch(_argmin, offsets, content.shape[0], (offsets, content, out))
-    return out
+    dtype = _native(content)
+    if dtype.kind == "f":
+        return _run(_OPS["argmin_float"], offsets, content, np.int64, dtype.type(np.inf))
+    return _run(_OPS["argmin"], offsets, content, np.int64)
 
 
 def reduce_count(offsets):
@@ -565,24 +358,15 @@ def reduce_count(offsets):
 
 
 def reduce_countnonzero(offsets, content):
-    offsets, content = _prepare(offsets, content)
-    out = np.empty(_n(offsets), dtype=np.int64)
-    _launch(_countnonzero, offsets, content.shape[0], (offsets, content, out, _MASK_I64))
-    return out
+    return _run(_OPS["countnonzero"], offsets, content, np.int64, _MASK_I64)
 
 
 def reduce_any(offsets, content):
-    offsets, content = _prepare(offsets, content)
-    out = np.empty(_n(offsets), dtype=np.bool_)
-    _launch(_any, offsets, content.shape[0], (offsets, content, out, _MASK_I64))
-    return out
+    return _run(_OPS["any"], offsets, content, np.bool_, _MASK_I64)
 
 
 def reduce_all(offsets, content):
-    offsets, content = _prepare(offsets, content)
-    out = np.empty(_n(offsets), dtype=np.bool_)
-    _launch(_all, offsets, content.shape[0], (offsets, content, out, _MASK_I64))
-    return out
+    return _run(_OPS["all"], offsets, content, np.bool_, _MASK_I64)
 
 
 KERNELS = {

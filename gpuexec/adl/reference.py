@@ -18,8 +18,8 @@ import math
 
 import uproot
 
-from examples.adl import columns as colmap
-from examples.adl.queries import QUERIES
+from gpuexec.adl import columns as colmap
+from gpuexec.adl.queries import QUERIES
 
 Z_MASS = 91.2
 TOP_MASS = 172.5

@@ -2,16 +2,17 @@
 
 On a GPU worker, uproot inflates and interprets every basket on the host and the columns
 are then copied to the device: that host work bounds ADL Q8 (reading its columns alone
-took 0.51 s of a 0.65 s run on the H200; docs/executor.md#reading). Here the host only cuts each basket's zlib streams out of the file (uproot gives the
-basket positions; a local file is mapped, through uproot's MemmapSource) and inflates them
-(python-isal); the bytes go to the device in one copy and the big-endian values become
-native ones there, with no per-basket Python of uproot's interpretation. ``read_many``
-reads several columns as one batch (the executor's read-ahead gives it a task's
-columns). A batch of many streams (``NVCOMP_MIN_STREAMS``) is inflated on the device
-instead, by NVIDIA's nvCOMP in one call, where ``nvidia-nvcomp-cu13`` is installed and
-one of the device's ``NVCOMP_SLOTS`` is free (or frees within ``NVCOMP_WAIT``). These
-three are set on each task from ``gpuexec.reading.nvcomp.*`` (docs/configuration.md). The same code runs with numpy as the array module, which is how it is
-tested against uproot without a GPU.
+took 0.51 s of a 0.65 s run on the H200; docs/executor.md#reading). Here the host only
+cuts each basket's zlib streams out of the file (uproot gives the basket positions; a
+local file is mapped, through uproot's MemmapSource) and inflates them (python-isal); the
+bytes go to the device in one copy and the big-endian values become native ones there,
+with no per-basket Python of uproot's interpretation. ``read_many`` reads several columns
+as one batch (the executor's read-ahead gives it a task's columns). A batch of many
+streams (``NVCOMP_MIN_STREAMS``) is inflated on the device instead, by NVIDIA's nvCOMP in
+one call, where ``nvidia-nvcomp-cu13`` is installed and one of the device's
+``NVCOMP_SLOTS`` is free (or frees within ``NVCOMP_WAIT``). These three are set on each
+task from ``gpuexec.reading.nvcomp.*`` (docs/configuration.md). The same code runs with
+numpy as the array module, which is how it is tested against uproot without a GPU.
 
 What it reads: the three kinds of buffer NanoEvents asks for plain NanoAOD branches
 (coffea's form keys ``B,!load``, ``B,!load,!content``, ``nB,!load,!counts2offsets``):
@@ -225,13 +226,16 @@ class _DeviceSlots:
     the kernel should its process die) and a lock for the threads of this process."""
 
     def __init__(self, device: str, n: int):
-        folder = os.path.join(tempfile.gettempdir(), "gpuexec-nvcomp-slots")
+        # per user, 0700: another user can neither hold these slots nor lose their limit
+        folder = os.path.join(tempfile.gettempdir(), f"gpuexec-{os.getuid()}-nvcomp-slots")
         self.files = []
         try:
-            os.makedirs(folder, exist_ok=True)
-            for k in range(n):  # read-only suffices for flock (another user's file)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            if os.stat(folder).st_uid != os.getuid():  # made by someone else: not ours
+                raise PermissionError(f"{folder} belongs to another user")
+            for k in range(n):  # read-only suffices for flock
                 path = os.path.join(folder, f"{device.replace(':', '_')}-{k}.lock")
-                self.files.append((os.open(path, os.O_RDONLY | os.O_CREAT, 0o666),
+                self.files.append((os.open(path, os.O_RDONLY | os.O_CREAT, 0o600),
                                    threading.Lock()))
         except OSError:  # no shared folder: the calls go unlimited, as without slots
             for fd, _lock in self.files:
@@ -304,11 +308,11 @@ def inflater(xp, streams: float | None = None) -> str:
 @functools.cache
 def _host_decompressors() -> dict:
     """algorithm -> (data, inflated size) -> bytes: uproot's own decompressors; zlib's is
-    the one uproot's reader uses (``gpuexec.inflate.decompressor``), with the library
+    the one uproot's reader uses (``gpuexec.io.inflate.decompressor``), with the library
     GPUExecutor's ``inflate`` setting chooses (python-isal by default)."""
     import uproot
 
-    from gpuexec import inflate
+    from gpuexec.io import inflate
 
     return {ZLIB: inflate.decompressor().decompress, LZMA: uproot.LZMA(1).decompress,
             LZ4: uproot.LZ4(1).decompress, ZSTD: uproot.ZSTD(1).decompress}

@@ -4,7 +4,7 @@ the processor's output brought back to the host.
 
 ``StagedProcessor`` wraps the user's processor for such a task; ``stage_events`` and
 ``stage_factory`` stage a chunk's events (coffea's, or read directly by
-``gpuexec.device_reading``); ``Timings`` collects the seconds spent reading and moving
+``gpuexec.io.device_read``); ``Timings`` collects the seconds spent reading and moving
 columns, which the executor reports beside compute; ``to_host`` brings results back.
 The executor decides where a chunk runs; this module only knows how it is staged.
 """
@@ -23,7 +23,7 @@ import numpy as np
 from coffea.processor import ProcessorABC
 from coffea.processor.executor import Runner
 
-from gpuexec import device_reading
+from gpuexec.io import device_read
 
 __all__ = ["StagedProcessor", "Timings", "awkward_messages_on_error", "processor_token",
            "stage_events", "stage_factory", "to_host"]
@@ -119,7 +119,7 @@ def processor_token(work) -> str | None:
 class _DeviceBuffers(Mapping):
     """The buffers of a chunk's NanoEvents as ``ak.from_buffers`` asks for them, each
     loaded when first touched: plain NanoAOD branches read by
-    ``gpuexec.device_reading`` into arrays of the backend's module, any other buffer
+    ``gpuexec.io.device_read`` into arrays of the backend's module, any other buffer
     (or branch it does not handle) read by coffea as before and copied. With a
     ``read_ahead`` token, the first plain branch touched is read together with every one
     the same processor's tasks here have touched (``_READ_AHEAD``)."""
@@ -141,7 +141,7 @@ class _DeviceBuffers(Mapping):
         if self.token is not None and self.ahead is None:
             self.ahead = {}
             for other in _learned((self.token, treepath)):
-                found = device_reading.column_for(other)
+                found = device_read.column_for(other)
                 if other != nodes and found is not None:
                     columns.append((other, *found))
         tree = self.mapping._column_source(uuid, treepath)
@@ -154,11 +154,11 @@ class _DeviceBuffers(Mapping):
                     raise
                 continue  # a learned branch this tree lacks
             kept.append(n)
-        got = device_reading.read_many(requests, self.xp, copy)
+        got = device_read.read_many(requests, self.xp, copy)
         for n, value in zip(kept[1:], got[1:]):
-            if not isinstance(value, device_reading.Unsupported):
+            if not isinstance(value, device_read.Unsupported):
                 self.ahead[(*where, n)] = value
-        return None if isinstance(got[0], device_reading.Unsupported) else got[0]
+        return None if isinstance(got[0], device_read.Unsupported) else got[0]
 
     def _touch(self, treepath, nodes: tuple) -> None:
         """Learn that this task read ``nodes`` directly (what the next task reads ahead)."""
@@ -177,7 +177,7 @@ class _DeviceBuffers(Mapping):
             if self.ahead is not None and ahead in self.ahead:
                 self._touch(treepath, nodes)
                 return self.ahead.pop(ahead)  # read (and timed) with the task's first
-            found = device_reading.column_for(nodes)
+            found = device_read.column_for(nodes)
             if found is not None:
                 # the device's queued work first, uncounted: it is the processor's compute
                 # (a copy on the stream would wait for it inside the read's time)
@@ -272,7 +272,8 @@ def stage_factory(factory, ak_backend: str, timings: Timings | None = None,
     """The events of coffea's virtual-mode NanoEventsFactory ``factory`` read directly, as
     ``stage_events(factory.events(), ..., read_on_device=True)`` gives them, without
     building coffea's host events first: that is one ``ak.from_buffers`` over every
-    branch of the tree (250 ms a chunk of the 2656-branch NanoAOD sample, this VM), of
+    branch of the tree (250 ms a chunk of the 2656-branch NanoAOD sample on a 2-core x86
+    machine), of
     which only the form and the factory were used. None where they cannot be read so."""
     from coffea.nanoevents.factory import _key_formatter
 
@@ -292,7 +293,7 @@ def stage_events(events, ak_backend: str, timings: Timings | None = None,
     still lazy: a column is read (and, for "cuda", copied to the device) once, when the
     processor first touches it; ``timings`` collects the seconds of both. ``ak.to_backend``
     cannot do this: it refuses buffers not yet read. ``read_on_device``: plain NanoAOD
-    branches are read by ``gpuexec.device_reading`` (the host only inflates; on "cuda"
+    branches are read by ``gpuexec.io.device_read`` (the host only inflates; on "cuda"
     the values are made on the device) instead of by uproot; ``read_ahead`` (a
     ``processor_token``): their first read takes every column this processor's tasks in
     this process have read, in one batch."""

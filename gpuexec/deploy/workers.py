@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
-"""Start gpuexec's Dask workers for one Slurm task: ``--gpu-workers`` GPU workers (default
+"""``python -m gpuexec.deploy.workers --run-dir DIR``: start gpuexec's Dask workers for one Slurm task: ``--gpu-workers`` GPU workers (default
 one) pinned to the task's GPU (GCD), ``--gpu-threads`` cores each from the first of the
 task's cores, and CPU workers on the rest.
 
 The job scripts run this once per GPU (``srun --ntasks-per-node=<GPUs per node>``), so
 that Slurm's CPU binding gives each task the cores closest to its GPU:
 
-    python deploy/start_workers.py --scheduler-file "$SCHEDULER_FILE" --gpu-threads 2
+    python -m gpuexec.deploy.workers --run-dir "$RUN_DIR" --gpu-threads 2
+
+- ``--run-dir``: the job's run directory (``gpuexec.deploy.scheduler`` made it): the
+  scheduler file ``scheduler.json``, the TLS credentials ``tls/`` every worker uses, and
+  ``plans/``, where this task writes how many workers it starts (the driver waits for
+  that many, ``gpuexec run --wait-plans``);
+- fake-GPU mode (``GPUEXEC_FAKE_GPU=amd:gfx90a`` or ``nvidia:sm_90`` in the job's
+  environment; ``gpuexec.scheduler.devices``): each task's "GPU" is a device of that
+  vendor pinned by the variable Slurm set for the task, its GPU workers declare ``GPU=1``
+  and see that vendor, and the client runs their kernels with ``gpu_backend="cpu"``. It
+  checks a job's layout, pinning and backend choice on nodes without GPUs;
 
 - the task's cores are its CPU affinity (what ``--cpus-per-task``/``--cpu-bind`` gave);
 - its GPU is what ``gpuexec.scheduler.devices.discover()`` sees: one device when Slurm
@@ -40,18 +50,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a checkout without `pip install`
-    sys.path.insert(0, str(ROOT))
+from gpuexec import security
+from gpuexec.scheduler import devices
 
-from gpuexec.scheduler import devices  # noqa: E402
+SCHEDULER_FILE = "scheduler.json"
+TLS_DIR = "tls"
+PLANS_DIR = "plans"
 
 
 def default_local_directory() -> str:
     bb = f"/mnt/bb/{os.environ.get('USER', '')}"  # Frontier's node-local NVMe (-C nvme)
     if os.environ.get("USER") and os.path.isdir(bb) and os.access(bb, os.W_OK):
         return os.path.join(bb, "dask-worker-space")
-    return os.path.join(os.environ.get("TMPDIR", "/tmp"), "dask-worker-space")
+    return os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpuexec-{os.getuid()}",
+                        "dask-worker-space")
 
 
 def memory_share(cores: int) -> int:
@@ -66,16 +78,20 @@ def memory_share(cores: int) -> int:
 def worker_command(args, name: str, threads: int, resources: str, cores: int) -> list[str]:
     # distributed's `dask worker`, with the Dask settings of gpuexec's embedded cluster
     # (gpuexec/scheduler/worker_cli.py)
+    run_dir = Path(args.run_dir)
     cmd = [sys.executable, "-m", "gpuexec.scheduler.worker_cli",
-           "--scheduler-file", args.scheduler_file,
+           "--scheduler-file", str(run_dir / SCHEDULER_FILE),
+           *security.worker_options(run_dir / TLS_DIR),
            "--name", name, "--nthreads", str(threads), "--nworkers", "1",
            "--resources", resources,
            "--memory-limit", args.memory_limit or str(memory_share(cores)),
            "--local-directory", args.local_directory,
            "--death-timeout", str(args.death_timeout),
-           "--no-dashboard"]
+           "--no-dashboard", "--dashboard-address", "127.0.0.1:0"]  # its HTTP routes too
     if args.interface:
         cmd += ["--interface", args.interface]
+    if args.host:
+        cmd += ["--host", args.host]
     return cmd
 
 
@@ -100,7 +116,7 @@ def plan(args, env=None, cores=None, found=None) -> dict:
                                 cpu_workers=0 if args.no_cpu_workers else None)
     mps = bool(args.mps and device is not None)
     if mps and device.vendor != devices.NVIDIA:
-        raise SystemExit("start_workers: --mps is NVIDIA's; AMD GPUs share without it")
+        raise SystemExit("gpuexec workers: --mps is NVIDIA's; AMD GPUs share without it")
     workers = []
     for k, gcores in enumerate(split.gpu_cores):
         gcores = list(gcores)
@@ -126,13 +142,29 @@ def plan(args, env=None, cores=None, found=None) -> dict:
             "split": split.describe(), "workers": workers}
 
 
+def write_plan(the_plan: dict, run_dir: Path) -> Path:
+    """This task's plan in ``<run dir>/plans/<host>-<task>.json`` (0600): what the driver
+    counts before it waits for the workers."""
+    plans = security.private_dir(run_dir / PLANS_DIR)
+    name = f"{the_plan['host']}-{the_plan['slurm_localid']}.json"
+    return security.write_private(plans / name, json.dumps(the_plan))
+
+
+def read_plans(run_dir: Path) -> list[dict]:
+    """Every task's plan written so far."""
+    out = []
+    for path in sorted((Path(run_dir) / PLANS_DIR).glob("*.json")):
+        out.append(json.loads(path.read_text()))
+    return out
+
+
 def launch(the_plan: dict) -> int:
     daemon = None
     if the_plan.get("mps"):
         from gpuexec.scheduler import mps
 
         daemon = mps.start()  # this task's view of the devices: its own GPU
-        print(f"start_workers: GPU workers use {daemon.describe()}", flush=True)
+        print(f"gpuexec workers: GPU workers use {daemon.describe()}", flush=True)
     try:
         return _run_workers(the_plan, daemon.client_env() if daemon else {})
     finally:
@@ -144,10 +176,11 @@ def _run_workers(the_plan: dict, mps_env: dict) -> int:
     children = []
     for w in the_plan["workers"]:
         env = dict(os.environ, **w["env"], **(mps_env if w.get("mps") else {}))
+        env["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] = "True"  # tls:// only
         cores = set(w["cores"])
         children.append(subprocess.Popen(
             w["cmd"], env=env, preexec_fn=lambda cores=cores: os.sched_setaffinity(0, cores)))
-        print(f"start_workers: {w['name']} on cores {w['cores']}"
+        print(f"gpuexec workers: {w['name']} on cores {w['cores']}"
               + (f", {w['device']}" if w.get("device") else ""), flush=True)
 
     def forward(signum, frame):
@@ -165,8 +198,13 @@ def _run_workers(the_plan: dict, mps_env: dict) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scheduler-file", required=True)
+    parser = argparse.ArgumentParser(prog="python -m gpuexec.deploy.workers",
+                                     description="Start the Dask workers of one Slurm task.")
+    parser.add_argument("--run-dir", required=True,
+                        help="the job's run directory: scheduler file, TLS credentials, plans")
+    parser.add_argument("--host", default=None,
+                        help="address the workers listen on (default: the one that reaches "
+                             "the scheduler)")
     parser.add_argument("--gpu-workers", type=int, default=1,
                         help="GPU worker processes on the task's GPU (default %(default)s; "
                              "several want --mps on NVIDIA)")
@@ -195,11 +233,13 @@ def main(argv=None) -> int:
     if args.dry_run:
         print(json.dumps(the_plan, indent=1))
         return 0
+    write_plan(the_plan, Path(args.run_dir))
+    security.private_dir(args.local_directory)  # spilled data: this user's only
     if not the_plan["workers"]:
-        print("start_workers: nothing to start (no GPU and no CPU workers)", file=sys.stderr)
+        print("gpuexec workers: nothing to start (no GPU and no CPU workers)", file=sys.stderr)
         return 1
     if the_plan["device"] is None and not args.no_gpu_worker:
-        print(f"start_workers: no GPU visible to Slurm task {the_plan['slurm_localid']} on "
+        print(f"gpuexec workers: no GPU visible to Slurm task {the_plan['slurm_localid']} on "
               f"{the_plan['host']}: CPU workers only", flush=True)
     return launch(the_plan)
 

@@ -7,11 +7,8 @@ from every branch again. ``work_function`` does what Runner's does for ROOT file
 NanoEvents, on a file that stays open in the worker thread: uproot keeps the tree in that
 file's object cache, so the next chunk of the file starts from it, and the base form is
 built once per kept file and tree (``_factory``). What a chunk costs before its processor
-reads (benchmarks/open_files.py, this VM, medians): 1.85 s with Runner's function against
-0.39 s for the 2656-branch NanoAOD sample in data/samples (0.53 s with the file kept open
-but the base form built per chunk, the twenty-eighth session's run), 16.0 against 5.8 ms
-for a 24-branch generated file; on the H200 host a GPU task of ADL Q8 spent 14 ms (under a
-profiler) of about 90 ms deserializing the generated file's tree (docs/executor.md). A
+reads, with Runner's function and with this one, is in docs/reading.md#kept-files
+(1.85 s against 0.39 s for the 2656-branch NanoAOD sample on a 2-core x86 machine). A
 processor that builds its own events from the factory (``process_nanoevents_factory``:
 a GPU worker's, reading columns directly) is given the factory instead of coffea's events.
 
@@ -20,8 +17,8 @@ Runner's ``uproot_options`` name one): arrays of a file open for many chunks wou
 otherwise stay in memory (up to 100 MB per file) and a chunk read twice, as a retry, would
 not be read again. A file whose UUID is no longer the chunk's (rewritten since the
 Runner's preprocessing) is opened again, and so is one whose chunk failed. A kept file
-costs memory: about 25 MB for the 2656-branch sample (its tree's objects, this VM), and
-0.66 MB for its pickled base form and type names.
+costs memory: about 25 MB for the 2656-branch sample (its tree's objects), and 0.66 MB
+for its pickled base form and type names.
 Everything else (parquet, checkpoints, saved metrics, dataframes, a processor sent as Dask
 heavy input) runs Runner's own function.
 """
@@ -140,11 +137,11 @@ def _forget(entry: Kept) -> None:
 
 def _factory(entry: Kept, item, schema, metadata: dict, iteritems_options: dict, preload,
              buffer_cache):
-    """``NanoEventsFactory.from_root(...)`` for ``item`` on a kept file, as Runner
-    calls it, but for the base form: coffea builds it from every branch of the tree
-    for every chunk (its ``_extract_base_form`` and ``typenames``: 115 and 24 ms of a
-    2656-branch NanoAOD tree, this VM); here it is built once per file and tree, and each
-    chunk unpickles a copy (3 ms; the schema changes the dict it is given). The steps are
+    """``NanoEventsFactory.from_root(...)`` for ``item`` on a kept file, as Runner calls it, but
+    for the base form: coffea builds it from every branch of the tree for every chunk (its
+    ``_extract_base_form`` and ``typenames``: 115 and 24 ms of a 2656-branch NanoAOD tree
+    on a 2-core x86 machine); here it is built once per file and tree, and each chunk
+    unpickles a copy (3 ms; the schema changes the dict it is given). The steps are
     ``from_root``'s, through coffea's private ``_extract_base_form`` and ``_from_mapping``
     (coffea is pinned below 2027; tests/test_open_files.py compares the events with
     ``from_root``'s). Preloaded branches and podio (EDM4HEP) schemas, which read more per
@@ -227,7 +224,7 @@ def work_function(format, xrootdtimeout, schema, use_dataframes, savemetrics, it
 def _work_on(entry: Kept, item, schema, metadata, processor_instance, iteritems_options,
              buffer_cache):
     """``work_function``'s part on the open file ``entry``."""
-    # a GPU worker's processor (gpuexec.staging.StagedProcessor) builds the events from
+    # a GPU worker's processor (gpuexec.io.staging.StagedProcessor) builds the events from
     # the factory itself: coffea's host events would be built for nothing
     takes_factory = getattr(processor_instance, "process_nanoevents_factory", None)
     try:

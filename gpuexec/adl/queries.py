@@ -26,8 +26,8 @@ import numpy as np
 from coffea import processor
 
 import gpuexec.kernels as gk
-from examples.adl import columns as colmap
-from examples.adl import kinematics as kin
+from gpuexec.adl import columns as colmap
+from gpuexec.adl import kinematics as kin
 
 Z_MASS = 91.2
 TOP_MASS = 172.5

@@ -6,8 +6,6 @@ chunks, events, events/s and the read/transfer/compute split.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 from gpuexec.scheduler.report import RunReport
@@ -28,20 +26,11 @@ def pool_table(report: RunReport) -> list[str]:
     return lines
 
 
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    """The ``report`` subcommand, for the ``gpuexec`` command line."""
-    parser = subparsers.add_parser("report", help="show a saved run report",
-                                   description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", type=Path, help="the report's .json (or .html) file")
-    parser.set_defaults(func=run)
-    return parser
-
-
-def run(args) -> int:
-    path = args.file
+def main(args) -> int:
+    path = Path(args.file)
     json_path = path.with_suffix(".json") if path.suffix == ".html" else path
     if not json_path.exists():
-        raise SystemExit(f"gpuexec report: {json_path} does not exist")
+        raise FileNotFoundError(f"{json_path} does not exist")
     report = RunReport.load(json_path)
     print(report)
     for line in pool_table(report):
@@ -51,12 +40,8 @@ def run(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="gpuexec")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def add(subs) -> None:
+    p = subs.add_parser("report", help="show a saved run report (RunReport.save)",
+                        description=__doc__.split("\n\n")[0])
+    p.add_argument("file", metavar="FILE", help="the report's .json (or .html) file")
+    p.set_defaults(func=main)

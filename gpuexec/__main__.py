@@ -1,0 +1,7 @@
+"""``python -m gpuexec``: the ``gpuexec`` command."""
+
+import sys
+
+from gpuexec.cli import main
+
+sys.exit(main())
