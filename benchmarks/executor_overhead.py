@@ -15,7 +15,10 @@ is what it costs to schedule a chunk, open its events and merge its output:
 Runs are repeated and interleaved (the order alternates every repeat), progress bars
 off for both. The ratio to DaskExecutor is the median over repeats of the ratio of the
 two back-to-back runs of that repeat (robust to the load drifts of a shared machine);
-the ratio of the minima is given as well. Prints a table and writes
+the ratio of the minima is given as well. ``--dashboard-ab`` adds a third executor, GPUExecutor
+with ``gpuexec.dashboard: false`` (its tasks send nothing to the /gpuexec page), interleaved
+with the others: the page's cost is the two GPUExecutor rows' difference
+(docs/monitoring.md#what-the-plugin-costs). Prints a table and writes
 benchmarks/results/executor_overhead_<machine>_<date>.json with the command, commit and
 machine. ``--smoke``: 20 chunks, one repeat (seconds; checks the script runs).
 
@@ -77,6 +80,8 @@ def main(argv=None) -> int:
                         help="20 chunks, one repeat: checks the script runs")
     parser.add_argument("--tls", choices=("off", "on", "both"), default="off",
                         help="the cluster's comms: plain TCP, TLS, or both side by side")
+    parser.add_argument("--dashboard-ab", action="store_true",
+                        help="also GPUExecutor without the dashboard feed (gpuexec.dashboard: false)")
     parser.add_argument("--out", default=None, help="JSON (default: benchmarks/results/"
                         "executor_overhead_<machine>_<date>.json)")
     args = parser.parse_args(argv)
@@ -84,6 +89,7 @@ def main(argv=None) -> int:
         args.chunks, args.repeats = min(args.chunks, 20), 1
     info = versions()
 
+    import dask
     from coffea.nanoevents import NanoAODSchema
     from coffea.processor import DaskExecutor, IterativeExecutor, Runner
     from distributed import Client, LocalCluster
@@ -100,22 +106,27 @@ def main(argv=None) -> int:
 
     from gpuexec.scheduler.cluster import cluster_security
 
-    def start(tls: bool):
+    def start_cluster(tls: bool):
         sec = {"security": cluster_security(True), "protocol": "tls://"} if tls else {}
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                                resources={"CPU": 1}, host="127.0.0.1",
                                dashboard_address="127.0.0.1:0", **sec)
         return cluster, Client(cluster)
 
-    cluster, client = start(args.tls == "on")
+    cluster, client = start_cluster(args.tls == "on")
     clusters = [(cluster, client)]
     executors = {
         "coffea DaskExecutor": DaskExecutor(client=client, status=False),
         "GPUExecutor": GPUExecutor(client=client, status=False),
     }
+    settings = {name: {} for name in executors}  # Dask config each executor runs under
     if args.tls == "both":
-        clusters.append(start(True))
+        clusters.append(start_cluster(True))
         executors["GPUExecutor (TLS)"] = GPUExecutor(client=clusters[1][1], status=False)
+        settings["GPUExecutor (TLS)"] = {}
+    if args.dashboard_ab:
+        executors["GPUExecutor, no dashboard"] = GPUExecutor(client=client, status=False)
+        settings["GPUExecutor, no dashboard"] = {"gpuexec.dashboard": False}
     plain = list(range(args.chunks))
 
     def runner(executor):
@@ -129,14 +140,16 @@ def main(argv=None) -> int:
     modes = {"runner": runner, "bare": bare}
     times = {mode: {name: [] for name in executors} for mode in modes}
     for mode, call in modes.items():
-        for executor in executors.values():  # warm-up: imports and caches on the workers
-            call(executor)
+        for name, executor in executors.items():  # warm-up: imports and caches on the workers
+            with dask.config.set(settings[name]):
+                call(executor)
         for r in range(args.repeats):
             order = list(executors) if r % 2 == 0 else list(reversed(executors))
             for name in order:
-                start = time.perf_counter()
-                call(executors[name])
-                times[mode][name].append(time.perf_counter() - start)
+                with dask.config.set(settings[name]):
+                    start = time.perf_counter()
+                    call(executors[name])
+                    times[mode][name].append(time.perf_counter() - start)
                 print(f"  {mode:6s} repeat {r + 1}/{args.repeats} {name:20s} "
                       f"{times[mode][name][-1]:7.2f} s", flush=True)
     for cluster, client in clusters:
@@ -177,7 +190,8 @@ def main(argv=None) -> int:
         "benchmark": "executor_overhead", "machine": info,
         "setup": {"chunks": args.chunks, "tls": args.tls, "entries_per_chunk": 1, "workers": args.workers,
                   "threads_per_worker": 1, "repeats": args.repeats, "status": False,
-                  "processor": "EmptyProcessor (returns {})", "schema": "NanoAODSchema"},
+                  "processor": "EmptyProcessor (returns {})", "schema": "NanoAODSchema",
+                  "dashboard_ab": args.dashboard_ab},
         "rows": rows,
     }
     out = args.out or _common.default_out("executor_overhead", args.smoke)

@@ -52,6 +52,12 @@ def open_executor(name: str, workers: int):
         raise ValueError(f"unknown executor {name!r}; choose one of {EXECUTORS}")
 
 
+def plot_title(query, name: str) -> str:
+    """A title of the histogram's own: the query and the quantity on its axis."""
+    label = query.binning[name][3]
+    return f"ADL Q{query.number}: {label}\n{query.title}"
+
+
 def save_png(h, path: Path, title: str) -> Path:
     import matplotlib
 
@@ -139,7 +145,7 @@ def main(argv=None) -> int:
     for name, h in out["hists"].items():
         print(f"\n{name}: {h.sum(flow=True):.0f} entries ({h.sum(flow=False):.0f} within the axis range)")
         print(for_terminal(h))
-        png = save_png(h, args.out / f"adl_q{query.number}_{name}.png", f"ADL Q{query.number}: {query.title}")
+        png = save_png(h, args.out / f"adl_q{query.number}_{name}.png", plot_title(query, name))
         print(f"PNG written to {os.path.abspath(png)}")
     return 0
 

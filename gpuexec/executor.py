@@ -56,18 +56,21 @@ import queue
 import threading
 import time
 import warnings
+from collections import deque
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from coffea.processor import accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, Runner, WorkItem
 
+from gpuexec import dashboard
 from gpuexec.io import device_read as device_reading
 from gpuexec.io import inflate as inflater
 from gpuexec.io import kept_files
 from gpuexec.io.staging import StagedProcessor, Timings, processor_token
 from gpuexec import config
 from gpuexec import gpu_cluster
+from gpuexec.dashboard import feed
 from gpuexec.gpu_cluster import GPUCluster
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import backend_of
@@ -182,6 +185,27 @@ def _picklable_chain(causes) -> tuple:
     return tuple(kept)
 
 
+# OSErrors that may pass on a second try (a network or storage hiccup); a missing or
+# unreadable file, or a file that is not ROOT, fails the same way every time
+PASSING_OS_ERRORS = (TimeoutError, ConnectionError, InterruptedError, BlockingIOError)
+DEVICE_ERROR_MODULES = ("cupy", "cupy_backends", "cuda", "hip", "gpuexec.kernels.gpu")
+
+
+def retryable(err: BaseException) -> str | None:
+    """Why another attempt of a chunk that raised ``err`` may succeed: a device fault
+    (CuPy/CUDA/HIP error, out of memory) or an I/O error that may pass; None for any
+    other exception, such as one of the user's processor, which surfaces at once."""
+    for cause in _chain(err):
+        if isinstance(cause, MemoryError):
+            return "out of memory"
+        if type(cause).__module__.split(".")[0] in DEVICE_ERROR_MODULES or \
+                type(cause).__module__.startswith(DEVICE_ERROR_MODULES):
+            return "device fault"
+        if isinstance(cause, PASSING_OS_ERRORS):
+            return "I/O error that may pass"
+    return None
+
+
 def describe_item(item) -> str:
     if isinstance(item, WorkItem):
         return (f"file {item.filename} (dataset {item.dataset!r}, tree {item.treename!r}), "
@@ -263,9 +287,31 @@ def _unwrap_runner_retries(function):
             and set(function.keywords) <= {"use_result_type"}
             and not function.keywords.get("use_result_type", False)):
         retries, skipbadfiles, work = function.args
-        skip_on = (OSError,) if skipbadfiles is True else tuple(skipbadfiles or ())
+        # True: coffea's OSError, and beyond coffea a file that is not ROOT or lacks the
+        # tree (docs/executor.md#skipbadfiles)
+        skip_on = (OSError, NotRootOrNoTree) if skipbadfiles is True else tuple(skipbadfiles or ())
         return work, int(retries), skip_on
     return function, None, ()
+
+
+def _nothing_left(report: RunReport) -> None:
+    """Fail a run whose every file or chunk was skipped (beyond coffea, which returns an
+    empty output: docs/executor.md#skipbadfiles)."""
+    raise ChunkError(f"gpuexec: no file yielded events; all {len(report.skipped)} file(s) or "
+                     "chunk(s) were skipped (skipbadfiles):\n" + skipped_warning(report.skipped))
+
+
+class _NotRootOrNoTreeMeta(type):
+    def __instancecheck__(cls, err) -> bool:
+        import uproot
+
+        return (isinstance(err, uproot.KeyInFileError)
+                or (isinstance(err, ValueError) and "not a ROOT file" in str(err)))
+
+
+class NotRootOrNoTree(metaclass=_NotRootOrNoTreeMeta):
+    """Matches (``isinstance``) uproot's errors for a file that is not ROOT or lacks the
+    requested tree."""
 
 
 def _kept_open(work, kept: int):
@@ -317,6 +363,8 @@ class _Task:
         self.gpu_pools = frozenset(gpu_pools)
         self.report_runs = report_runs  # send each task's runs to the client as it ends
         self.report_starts = report_starts  # and when it starts (copies of stragglers)
+        self.feed = dashboard.enabled()  # each task's end to the /gpuexec page
+        self.generic_retries = 0  # attempts more of a function that is not Runner's
 
     def backend(self, pool: str) -> str:
         """The kernel backend of ``pool``'s tasks in this worker: AUTO resolves to the
@@ -347,16 +395,17 @@ class _Task:
 
     def _call(self, item, pool: str, timings: Timings):
         work = self._work(pool, timings)
-        if self.retries is None or pool in self.gpu_pools:
+        if pool in self.gpu_pools:  # a failure is retried on a CPU worker (_Loop._failed)
             return work(item)
-        for attempt in range(self.retries + 1):
+        retries = self.retries if self.retries is not None else self.generic_retries
+        for attempt in range(retries + 1):
             try:
                 return work(item)
             except Exception as err:
-                if attempt < self.retries:
-                    logger.warning("gpuexec: %s: attempt %d of %d failed (%s: %s)",
-                                   describe_item(item), attempt + 1, self.retries + 1,
-                                   type(err).__name__, err)
+                if attempt < retries and retryable(err):
+                    logger.warning("gpuexec: %s: attempt %d of %d failed (%s, %s: %s)",
+                                   describe_item(item), attempt + 1, retries + 1,
+                                   retryable(err), type(err).__name__, err)
                     timings.read = timings.transfer = 0.0
                     continue
                 if self.skip_on and any(isinstance(c, self.skip_on) for c in _chain(err)):
@@ -380,6 +429,8 @@ class _Task:
             # until its record is forgotten
             if self.report_runs:
                 _report_runs(runs)
+            if self.feed and runs:
+                feed.send_task(pool, self.backend(pool), runs)
 
     def _outcome(self, item, indices: tuple, pool: str, part_units: tuple,
                  in_client: bool = False) -> _Partial:
@@ -610,6 +661,8 @@ class _SharedState:
 
     def __init__(self):
         self.report: RunReport | None = None
+        self.reports: deque = deque(maxlen=REPORTS_KEPT)  # the latest runs, oldest first
+        self._open: dict[int, RunReport] = {}  # thread -> the run its next call may join
         self.placement = None
         self.calibration = None
         # nvCOMP where the NVIDIA GPU workers run: its version, None (absent), or
@@ -620,10 +673,22 @@ class _SharedState:
         self.lock = threading.Lock()
 
     def record(self, call: CallReport) -> RunReport:
-        self.report = (self.report or RunReport()).add(call)
-        return self.report
+        """Add ``call`` to the run of its thread (``Runner`` preprocesses and processes in
+        one thread; two runs in two threads keep two reports)."""
+        thread = threading.get_ident()
+        with self.lock:
+            before = self._open.get(thread)
+            run = (before or RunReport()).add(call)
+            if run is not before:
+                self.reports.append(run)
+            self._open[thread] = run
+            while len(self._open) > REPORTS_KEPT:  # threads long gone
+                self._open.pop(next(iter(self._open)))
+            self.report = run
+        return run
 
 
+REPORTS_KEPT = 20  # runs whose reports ``GPUExecutor.reports`` keeps
 NVCOMP_UNKNOWN = "unknown"  # the GPU workers could not be asked
 NOT_NVIDIA = "not-nvidia"  # the probe's answer on a GPU worker whose device is not NVIDIA's
 
@@ -792,6 +857,22 @@ class GPUExecutor(ExecutorBase):
         return self._shared.report
 
     @property
+    def reports(self) -> list[RunReport]:
+        """The reports of the latest runs (up to ``REPORTS_KEPT``), oldest first: one per
+        run, also for runs made at the same time from several threads."""
+        return list(self._shared.reports)
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """The Dask dashboard of the cluster this executor runs on (starting the default
+        cluster if need be); gpuexec's page is the same server's ``/gpuexec``
+        (docs/monitoring.md). None where the scheduler serves no dashboard."""
+        cluster = self.cluster
+        link = (cluster.dashboard_link if cluster is not None
+                else getattr(self.client, "dashboard_link", None))
+        return link or None
+
+    @property
     def nvcomp_on_gpu_workers(self) -> str | None | bool:
         """nvCOMP's version where this executor's NVIDIA GPU workers run, None where it
         is not installed (they inflate on the host), ``NVCOMP_UNKNOWN`` where they could
@@ -867,6 +948,8 @@ class GPUExecutor(ExecutorBase):
             client = self.client
             _check_resources(client, {"cpu": self._pools()["cpu"]})
         ledger = plugins.install(client)
+        if dashboard.enabled():
+            dashboard.install(client)
         return client, ledger
 
     def close_files(self) -> int:
@@ -969,7 +1052,11 @@ class GPUExecutor(ExecutorBase):
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):
         items = list(items)
-        if not items:
+        if not items:  # (Runner's processing call when every file was skipped)
+            report = self._shared.record(CallReport(stage="processing", unit="entries",
+                                                    chunks=0))
+            if report.skipped:
+                _nothing_left(report)
             return accumulator, 0
         started = time.perf_counter()
         if self._metadata_here(items):
@@ -1003,6 +1090,7 @@ class GPUExecutor(ExecutorBase):
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
                      report_starts=policy is not None and policy.backup_margin is not None,
                      reading=reading)
+        task.generic_retries = self.retries
         loop = _Loop(self, client, pools, items, labels, run, task, policy, restrict, started,
                      tuning)
         progress = None
@@ -1028,10 +1116,15 @@ class GPUExecutor(ExecutorBase):
             loop.cancel()
             if probe is not None:
                 probe.cancel()
-            if ledger:  # the scheduler's record of this run's re-runs is not needed now
+            reruns = []
+            if ledger:
                 with contextlib.suppress(Exception):
-                    self._reruns(client, run)
+                    reruns = self._reruns(client, run)
             explained = self._explain(err, items)
+            call = self._failed_call(items, loop, reruns, started, explained)
+            self._shared.record(call)
+            if dashboard.enabled():
+                feed.send_call(client, call)
             if explained is err:
                 raise
             raise explained from err
@@ -1041,6 +1134,8 @@ class GPUExecutor(ExecutorBase):
             self._shared.placement = policy
         call, mismatch = self._account(items, loop, labels, result, reruns,
                                        time.perf_counter() - started, policy)
+        if dashboard.enabled():
+            feed.send_call(client, call)
         return self._finish(call, mismatch, _unpack(result), accumulator)
 
     def _finish(self, call: CallReport, mismatch, value, accumulator, stacklevel: int = 3):
@@ -1051,6 +1146,8 @@ class GPUExecutor(ExecutorBase):
         report = self._shared.record(call)
         if mismatch is not None:
             raise mismatch
+        if call.stage == "processing" and call.skipped and len(call.skipped) == call.chunks:
+            _nothing_left(report)
         if call.skipped:
             warnings.warn(skipped_warning(call.skipped), SkippedChunksWarning,
                           stacklevel=stacklevel)
@@ -1090,6 +1187,7 @@ class GPUExecutor(ExecutorBase):
                     parts = list(th.map(read, range(len(items))))
         except Exception as err:
             explained = self._explain(err, items)
+            self._shared.record(self._failed_call(items, None, [], started, explained))
             if explained is err:  # (a ChunkError already, its cause kept)
                 raise
             raise explained from err
@@ -1099,6 +1197,20 @@ class GPUExecutor(ExecutorBase):
             [keys.item_label(item) for item in items], result, [],
             time.perf_counter() - started, None)
         return self._finish(call, mismatch, _unpack(result), accumulator, stacklevel=4)
+
+    @staticmethod
+    def _failed_call(items, loop, reruns, started: float, err: BaseException) -> CallReport:
+        """The report of a call that raised ``err``: what is known of it at that point."""
+        stage, unit = _stage(items[0])
+        return CallReport(
+            stage=stage, unit=unit, chunks=len(items),
+            expected=sum(_expected_units(item) for item in items), reruns=list(reruns),
+            seconds=time.perf_counter() - started,
+            files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
+                            for item in items),
+            fallbacks=list(getattr(loop, "fallbacks", ())),
+            backups=list(getattr(loop, "copies", {}).values()),
+            error=f"{type(err).__name__}: {err}")
 
     def _explain(self, err: BaseException, items: list) -> BaseException:
         """The error to raise for a failed call, naming the chunk where Dask knows it."""
@@ -1372,7 +1484,7 @@ class _Loop:
                 resources=resources,
                 workers=around, allow_other_workers=around is not None and not strict,
                 priority=self.ex.priority,
-                retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
+                retries=0,  # the task retries what may pass (retryable); Dask re-runs lost tasks
             )
         # the loop watches the chunk futures themselves: the placement policy gets a task's
         # runs from its worker event (RUNS_TOPIC); a timing task per chunk cost a quarter of

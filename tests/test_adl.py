@@ -216,3 +216,49 @@ def test_q6_through_gpuexecutor_matches_reference():
         out = _run_processor(6, path, executor, chunksize=100)
     assert out["n_events"] == 200
     assert_same_result(out, _reference(6, str(path)))
+
+
+def test_q7_fills_every_event(generated):
+    """Q7 asks for HT "in each event": an event without a clean jet fills HT = 0 (coffea's
+    ADL convention), in the processor and in the reference alike."""
+    out = _run_processor(7, generated, processor.IterativeExecutor(), 1000)
+    ref = _reference(7, str(generated))
+    for result in (out, ref):
+        ht = result["hists"]["ht"]
+        assert ht.values(flow=True).sum() == GENERATED_EVENTS
+        assert ht.values()[0] > 0  # the HT = 0 events, in the first bin
+    assert_same_result(out, ref)
+
+
+def test_axes_fit_their_quantity(generated):
+    """Summed over every sample, under 1 % of each histogram's entries fall outside its
+    axis (a trijet-pT axis of 15-40 GeV left 171 of nano_tt_v15's 200 in overflow)."""
+    for query in QUERIES:
+        totals: dict[str, list[float]] = {}
+        for sample in SAMPLES:
+            path = _sample_path(sample, generated)
+            if not _has_columns(path, QUERIES[query].columns):
+                continue
+            for name, h in _reference(query, str(path))["hists"].items():
+                t = totals.setdefault(name, [0.0, 0.0])
+                t[0] += h.values(flow=True).sum()
+                t[1] += h.values(flow=True).sum() - h.values().sum()
+        for name, (entries, outside) in totals.items():
+            assert entries > 0, f"Q{query} {name}"
+            assert outside < 0.01 * entries, (
+                f"Q{query} {name}: {outside:.0f} of {entries:.0f} entries outside the axis")
+
+
+def test_each_png_has_a_title_of_its_own(tmp_path, monkeypatch):
+    """examples/run_adl.py titles every PNG after its own histogram (Q6 writes two)."""
+    import examples.run_adl as run_adl
+
+    titles = {}
+    monkeypatch.setattr(run_adl, "save_png",
+                        lambda h, path, title: titles.setdefault(path.name, title) and path)
+    assert run_adl.main(["--query", "6", "--executor", "iterative", "--out", str(tmp_path),
+                         "--file", str(REAL["nano_dy"])]) == 0
+    assert sorted(titles) == ["adl_q6_trijet_btag.png", "adl_q6_trijet_pt.png"]
+    assert len(set(titles.values())) == 2
+    every = [run_adl.plot_title(make(q), name) for q in QUERIES for name in make(q).binning]
+    assert len(set(every)) == len(every)

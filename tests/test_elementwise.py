@@ -207,3 +207,19 @@ def test_bad_offsets_raise_naming_them():
                                      C.NumpyArray(np.arange(4.0))), check_valid=False)
     with pytest.raises(ValueError, match="offsets are not monotonically increasing"):
         gk.elementwise(lambda v: v + 1, bad)
+
+
+def test_stats_time_outermost_calls_per_family():
+    """gk.stats()["seconds"]: seconds in public calls per api family and backend, the
+    outermost call only (a call made inside another is in its caller's seconds)."""
+    import time as _time
+
+    values = ak.Array([[1.0, 2.0], [], [3.0]])
+    gk.reset_stats()
+    start = _time.perf_counter()
+    gk.sum(values, axis=1)
+    gk.flatten(values, axis=1)
+    wall = _time.perf_counter() - start
+    seconds = gk.stats()["seconds"]
+    assert set(seconds) == {"reductions[cpu]", "structure[cpu]"}
+    assert 0 < sum(seconds.values()) <= wall

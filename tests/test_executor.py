@@ -28,7 +28,7 @@ import dask
 import gpuexec
 from gpuexec import GPUCluster
 from gpuexec.executor import (ChunkError, GPUExecutor, _gather_each, _merge, _Partial,
-                              _unwrap_runner_retries)
+                              NotRootOrNoTree, _unwrap_runner_retries)
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import ClusterSpec, WorkerPool, close_shared, shared_client
 from gpuexec.scheduler.report import EntriesMismatch, check_entries
@@ -139,7 +139,8 @@ def test_runner_wraps_work_in_automatic_retries():
     for function in seen:
         work, retries, skip_on = _unwrap_runner_retries(function)
         assert work is not function and callable(work)
-        assert retries == 2 and skip_on == (OSError,)
+        # skipbadfiles=True: coffea's OSError, and a file not ROOT or without the tree
+        assert retries == 2 and skip_on == (OSError, NotRootOrNoTree)
     # use_result_type wants the exception itself: left to coffea, as is a plain function
     wrapped = functools.partial(processor.Runner.automatic_retries, 1, True, len,
                                 use_result_type=True)
@@ -324,8 +325,12 @@ def test_a_processing_call_joins_the_preprocessing_of_its_files():
     assert run.add(call("processing", "a.root")) is run and run.processing.files
     # a later processing call (files preprocessed earlier, or others) starts a new run
     assert run.add(call("processing", "a.root")) is not run
+    # files not preprocessed join too when every file read there is processed (Runner with
+    # c.root's metadata cached); a call missing a file read there starts a new run
     other = RunReport().add(call("preprocessing", "a.root"))
-    assert other.add(call("processing", "a.root", "c.root")).preprocessing is None
+    assert other.add(call("processing", "a.root", "c.root")).preprocessing is other.preprocessing
+    other = RunReport().add(call("preprocessing", "a.root"))
+    assert other.add(call("processing", "b.root", "c.root")).preprocessing is None
 
 
 def test_processor_token_names_a_processor_by_its_pickle():

@@ -224,3 +224,103 @@ def test_embedded_cluster_is_closed_at_interpreter_exit(tmp_path):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+class FailingProcessor(DimuonProcessor):
+    def process(self, events):
+        raise ValueError("no muons here (test)")
+
+
+def test_missing_file_is_reported_skipped_when_another_was_cached(executor, dy_reference,
+                                                                    tmp_path):
+    """Runner preprocesses only the files missing from its metadata cache: the missing
+    file, skipped there, stays in the run's report next to the cached file's chunks."""
+    cache = {}
+    runner(executor, chunksize=20, metadata_cache=cache)(
+        {"DY": [DY]}, DimuonProcessor(), treename="Events")
+    missing = str(tmp_path / "missing.root")
+    with pytest.warns(SkippedChunksWarning, match="missing.root"):
+        out = runner(executor, skipbadfiles=True, chunksize=20, metadata_cache=cache)(
+            {"DY": [DY, missing]}, DimuonProcessor(), treename="Events")
+    assert_same_output(out, dy_reference)
+    report = executor.report
+    assert [s.filename for s in report.skipped] == [missing]
+    assert report.processing.processed == 40
+
+
+def test_a_failed_call_is_in_the_report(executor, dy_items):
+    with pytest.raises(ChunkError, match="no muons here"):
+        runner(executor)(dy_items, FailingProcessor())
+    call = executor.report.processing
+    assert call.error is not None and "no muons here" in call.error
+    assert executor.report.error == call.error and call.chunks == len(dy_items)
+
+
+def test_the_report_exists_when_preprocessing_fails(executor, bad_files):
+    with pytest.raises(ChunkError):
+        runner(executor, chunksize=20)({"DY": [bad_files["truncated"]]}, DimuonProcessor(),
+                                       treename="Events")
+    report = executor.report
+    assert report is not None and report.processing is None
+    assert report.preprocessing.error is not None
+    assert bad_files["truncated"] in report.preprocessing.error
+
+
+def test_concurrent_runs_each_get_their_own_report(executor):
+    """Two Runners on one executor at once, in two threads: two reports, each with its
+    own files and entries."""
+    before = len(executor.reports)
+    outs = {}
+
+    def run(name, path):
+        outs[name] = runner(executor, chunksize=20)({name: [path]}, SlowDimuonProcessor(),
+                                                    treename="Events")
+
+    threads = [threading.Thread(target=run, args=a) for a in (("DY", DY), ("DIMUON", DIMUON))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(outs) == {"DY", "DIMUON"}
+    reports = executor.reports[before:]
+    assert len(reports) == 2
+    for report in reports:
+        datasets = {d for d, _ in report.processing.files}
+        assert len(datasets) == 1
+        assert {d for d, _ in report.preprocessing.files} == datasets
+        assert report.processing.processed == 40
+
+
+def test_skipbadfiles_skips_a_file_that_is_not_root_or_lacks_the_tree(executor, tmp_path,
+                                                                     dy_reference):
+    """Beyond coffea (OSError only): with skipbadfiles=True a file that is not ROOT or has
+    no such tree is skipped and reported; a run left with no file fails."""
+    text = tmp_path / "notes.root"
+    text.write_text("not a ROOT file\n" * 100)
+    with pytest.warns(SkippedChunksWarning, match="notes.root"):
+        out = runner(executor, skipbadfiles=True, chunksize=20)(
+            {"DY": [DY, str(text)]}, DimuonProcessor(), treename="Events")
+    assert_same_output(out, dy_reference)
+    assert [s.filename for s in executor.report.skipped] == [str(text)]
+    # (coffea's Runner refuses a run with no chunk left before gpuexec would)
+    with pytest.raises((ChunkError, ValueError),
+                       match="no file yielded events|No chunks survived preprocessing"):
+        runner(executor, skipbadfiles=True, chunksize=20)(
+            {"DY": [DY]}, DimuonProcessor(), treename="NoSuchTree")
+    assert executor.report.skipped[0].filename == DY
+
+
+def test_a_processor_error_surfaces_after_one_attempt(executor, dy_items):
+    """What is retried is decided by the exception's type: the user's ValueError is not
+    retried, even with retries left."""
+    start = time.perf_counter()
+    with pytest.raises(ChunkError, match=r"no muons here.*entries \[\d+, \d+\)|entries.*no muons"):
+        runner(executor.copy(retries=3))(dy_items, FailingProcessor())
+    assert time.perf_counter() - start < 5.0
+    from gpuexec.executor import retryable
+
+    assert retryable(ValueError("x")) is None and retryable(KeyError("x")) is None
+    assert retryable(TimeoutError("read timed out")) == "I/O error that may pass"
+    assert retryable(ConnectionResetError()) == "I/O error that may pass"
+    assert retryable(FileNotFoundError("gone")) is None
+    assert retryable(MemoryError("device")) == "out of memory"

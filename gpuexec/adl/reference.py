@@ -8,7 +8,8 @@ histograms (axes) as the processor, returning the same output structure.
 
 Kinematics are in float64 (Python floats) from the stored float32 values. Ties are
 broken as an arg-min/arg-max over a list does (first wins); for Q8 the light
-leptons are listed electrons first, then muons.
+leptons are listed electrons first, then muons. Which events fill follows each
+query's docstring in ``queries.py`` (Q7: every event, HT = 0 without a clean jet).
 """
 
 from __future__ import annotations
@@ -126,15 +127,13 @@ def q7(cols, n):
     for i in range(n):
         leptons = [lep for coll in ("Muon", "Electron")
                    for lep in _objects(cols, i, coll, ("pt", "eta", "phi")) if lep["pt"] > 10.0]
-        ht, any_jet = 0.0, False
+        ht = 0.0  # "in each event": an event without a clean jet fills HT = 0
         for jet in _objects(cols, i, "Jet", ("pt", "eta", "phi")):
             if jet["pt"] <= 30.0:
                 continue
             if all(_delta_r(jet["eta"], jet["phi"], lep["eta"], lep["phi"]) >= 0.4 for lep in leptons):
                 ht += jet["pt"]
-                any_jet = True
-        if any_jet:
-            out.append(ht)
+        out.append(ht)
     return {"ht": out}
 
 

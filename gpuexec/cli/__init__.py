@@ -8,9 +8,9 @@ import argparse
 import sys
 
 from gpuexec import __version__
-from gpuexec.cli import calibrate, deploy, info, run
+from gpuexec.cli import calibrate, deploy, info, report, run
 
-SUBCOMMANDS = (info, run, calibrate, deploy)
+SUBCOMMANDS = (info, run, calibrate, deploy, report)
 
 
 class CLIError(Exception):

@@ -265,7 +265,10 @@ def execute(args, processor_instance, fileset) -> dict:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Missing cross-reference index")
             t0 = time.perf_counter()
-            output = runner(fileset, processor_instance, treename=args.treename)
+            try:
+                output = runner(fileset, processor_instance, treename=args.treename)
+            finally:  # the report of a failed run too, next to the output
+                save_report(executor.report, args.out)
             seconds = time.perf_counter() - t0
         report = executor.report
     finally:
@@ -276,6 +279,16 @@ def execute(args, processor_instance, fileset) -> dict:
             "skipped": [s.describe() for s in report.skipped] if report else [],
             "processed": report.processing.processed if report and report.processing else None,
             "workers": workers, "processor": args.processor, "fileset": fileset}
+
+
+def save_report(report, out) -> None:
+    """``<out stem>.report.json`` and ``.report.html`` beside ``out`` (``RunReport.save``;
+    ``gpuexec report`` shows them); nothing without ``--out`` or a report."""
+    if report is None or not out:
+        return
+    out = Path(out)
+    saved = report.save(out.with_name(out.stem + ".report"))
+    print("gpuexec run: report in " + " and ".join(map(str, saved)), flush=True)
 
 
 def main(args) -> int:

@@ -42,8 +42,9 @@ async def serve(run_dir: Path, host: str | None, interface: str | None, login: s
     sec = security.make_credentials(run_dir / TLS_DIR)
     node = socket.gethostname().split(".")[0]
     kw = {"interface": interface} if interface else {"host": host or socket.gethostname()}
-    async with Scheduler(protocol="tls", port=0, security=sec,
-                         dashboard_address="127.0.0.1:0", **kw) as scheduler:
+    # preload: the /gpuexec page on the dashboard (docs/monitoring.md)
+    async with Scheduler(protocol="tls", port=0, security=sec, dashboard_address="127.0.0.1:0",
+                         preload=["gpuexec.dashboard"], **kw) as scheduler:
         port = scheduler.http_server.port
         info = scheduler_info(scheduler.address, port, login, node)
         security.write_private(run_dir / SCHEDULER_FILE, json.dumps(info, indent=1))

@@ -1,7 +1,10 @@
 """Per-process counters of what the kernel engine did: public calls, kernel
-launches (by kernel name), hand-offs to awkward (by function and reason) and, with the
-awkward kernel provider installed (``gpuexec.awkward``), awkward's kernel calls by
-outcome: served by the engine, fallen back to awkward's own kernel, left to awkward.
+launches (by kernel name), hand-offs to awkward (by function and reason), the seconds
+spent in public calls per family (the api module: reductions, indexing, structure,
+elementwise, choice) and backend, and, with the awkward kernel provider installed
+(``gpuexec.awkward``), awkward's kernel calls by outcome: served by the engine, fallen
+back to awkward's own kernel, left to awkward. On a GPU a call's seconds end when it
+returns: its launches are asynchronous unless it reads a result back.
 
 Dask workers run tasks in threads of one process, so updates take a lock.
 """
@@ -17,14 +20,18 @@ _calls: Counter = Counter()
 _kernels: Counter = Counter()
 _handoffs: Counter = Counter()
 _handoff_reasons: Counter = Counter()
+_seconds: Counter = Counter()
 #: awkward kernel calls through the provider: outcome -> Counter(kernel name)
 AWKWARD_OUTCOMES = ("served", "fallback", "left")
 _awkward: dict = {outcome: Counter() for outcome in AWKWARD_OUTCOMES}
 
 
-def record_call(function: str, backend: str) -> None:
+def record_call(function: str, backend: str, family: str | None = None,
+                seconds: float = 0.0) -> None:
     with _lock:
         _calls[f"{function}[{backend}]"] += 1
+        if family is not None:
+            _seconds[f"{family}[{backend}]"] += seconds
 
 
 def record_kernel(kernel: str, launches: int = 1) -> None:
@@ -56,6 +63,7 @@ def stats() -> dict:
             "kernels": dict(_kernels),
             "handoffs": dict(_handoffs),
             "handoff_reasons": dict(_handoff_reasons),
+            "seconds": dict(_seconds),
             "awkward": {outcome: dict(c) for outcome, c in _awkward.items()},
         }
     snap["n_calls"] = sum(snap["calls"].values())
@@ -68,7 +76,7 @@ def stats() -> dict:
 
 def reset_stats() -> None:
     with _lock:
-        for c in (_calls, _kernels, _handoffs, _handoff_reasons, *_awkward.values()):
+        for c in (_calls, _kernels, _handoffs, _handoff_reasons, _seconds, *_awkward.values()):
             c.clear()
 
 

@@ -275,6 +275,7 @@ def start_cluster(spec: ClusterSpec, gpu_env: dict | None = None):
         "host": spec.host, "protocol": "tcp://" if security is None else "tls://",
         "dashboard": True, "dashboard_address": spec.dashboard_address,
         **({} if security is None else {"security": security}),
+        "preload": ["gpuexec.dashboard"],  # the /gpuexec page (docs/monitoring.md)
     }}
     import dask
 

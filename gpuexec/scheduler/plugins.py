@@ -108,14 +108,17 @@ class ChunkLedger(SchedulerPlugin):
         self.lost: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
 
     def log_event(self, topic, msg):
-        if not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+        # the scheduler logs a worker's removal twice, under the worker's address and under
+        # "all" with a "worker" field: the second copy alone is counted
+        if (topic != "all" or not isinstance(msg, dict)
+                or msg.get("action") != "remove-worker" or "worker" not in msg):
             return
         for what, tasks in (("assigned to it", msg.get("processing-tasks", ())),
                             ("result lost", msg.get("lost-computed-tasks", ()))):
             for key in tasks:
                 parsed = keys.parse(key)
                 if parsed is not None:
-                    self.lost[parsed["run"]].append((key, str(topic), what))
+                    self.lost[parsed["run"]].append((key, str(msg["worker"]), what))
 
 
 def ledger_pop(run: str, dask_scheduler=None) -> list[tuple[str, str, str]]:

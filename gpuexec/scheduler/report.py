@@ -9,9 +9,11 @@ a chunk missing, counted twice or short of entries is an ``EntriesMismatch``.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 
 class EntriesMismatch(RuntimeError):
@@ -70,6 +72,7 @@ class ChunkRun:
     read_seconds: float = 0.0  # reading and decompressing columns
     transfer_seconds: float = 0.0  # copying columns to the device
     task: int | None = None  # merged GPU task the chunk ran in
+    end: float | None = None  # seconds from the call's start until the client saw it end
 
     @property
     def compute_seconds(self) -> float:
@@ -136,6 +139,29 @@ class CallReport:
     # and the labels of this call's cancelled copies still running when it ended
     busy_at_start: dict = field(default_factory=dict)
     left_running: list[str] = field(default_factory=list)
+    error: str | None = None  # a failed call: the error it raised
+
+    def read_files(self) -> frozenset:
+        """(dataset, filename) of the items not skipped."""
+        gone = {(s.dataset, s.filename) for s in self.skipped if s.entrystart is None}
+        return frozenset(f for f in self.files if (f[0], str(f[1])) not in gone)
+
+    def to_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("skipped", "reruns", "runs", "fallbacks", "backups"):
+            out[name] = [asdict(x) for x in out[name]]
+        out["files"] = sorted([list(f) for f in self.files], key=str)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CallReport":
+        data = dict(data)
+        for name, kind in (("skipped", SkippedChunk), ("reruns", Rerun), ("runs", ChunkRun),
+                           ("fallbacks", Fallback), ("backups", BackupCopy)):
+            data[name] = [kind(**x) for x in data.get(name, ())]
+        data["files"] = frozenset(tuple(f) for f in data.get("files", ()))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     def timing(self) -> dict[str, dict[str, float]]:
         """Per pool: seconds of reading, host-device transfer and compute, summed over
@@ -159,6 +185,8 @@ class CallReport:
         pools = ", ".join(f"{n} on {pool}" for pool, n in sorted(self.pools.items())) or "none"
         text = (f"{self.stage}: {self.chunks} chunk(s) ({pools}) in {self.seconds:.2f} s; "
                 f"{self.processed} of {self.expected} {self.unit} processed")
+        if self.error is not None:
+            text += f"; FAILED: {self.error.splitlines()[0] if self.error else ''}"
         if self.skipped:
             text += f"; {len(self.skipped)} skipped"
         if self.reruns:
@@ -189,15 +217,57 @@ class RunReport:
 
     def add(self, call: CallReport) -> "RunReport":
         """Record ``call``; returns the report it belongs to. A processing call joins the
-        preprocessing call before it when its files are among those preprocessed (as
-        when ``Runner`` does both); otherwise a call starts a new run."""
+        preprocessing call before it (``Runner`` does both) when that one succeeded and
+        either every file it processes was preprocessed there, or every file read there
+        is among those it processes (``Runner`` preprocesses only the files missing from
+        its metadata cache, and a file skipped there is not processed); otherwise a call
+        starts a new run."""
         if call.stage == "preprocessing":
             return RunReport(preprocessing=call)
-        if (self.processing is None and self.preprocessing is not None
-                and call.files <= self.preprocessing.files):
+        pre = self.preprocessing
+        if (self.processing is None and pre is not None and pre.error is None
+                and (call.files <= pre.files or pre.read_files() <= call.files)):
             self.processing = call
             return self
         return RunReport(processing=call)
+
+    @property
+    def error(self) -> str | None:
+        """The error of a failed call of this run, None if none failed."""
+        return next((c.error for c in self.calls if c.error is not None), None)
+
+    def to_dict(self) -> dict:
+        return {"format": "gpuexec-run-report-1",
+                "preprocessing": None if self.preprocessing is None else self.preprocessing.to_dict(),
+                "processing": None if self.processing is None else self.processing.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunReport":
+        return cls(*(None if data.get(k) is None else CallReport.from_dict(data[k])
+                     for k in ("preprocessing", "processing")))
+
+    def save(self, path) -> tuple[Path, Path]:
+        """Write the report as ``<path>.json`` and one HTML page ``<path>.html`` (plots
+        with BokehJS inline: it opens offline); returns both paths. A ``.json`` or
+        ``.html`` suffix of ``path`` is replaced."""
+        from gpuexec.scheduler.report_html import write_html
+
+        path = Path(path)
+        if path.suffix in (".json", ".html"):
+            path = path.with_suffix("")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        json_path, html_path = Path(f"{path}.json"), Path(f"{path}.html")
+        json_path.write_text(json.dumps(self.to_dict(), indent=1, default=str))
+        write_html(self, html_path)
+        return json_path, html_path
+
+    @classmethod
+    def load(cls, path) -> "RunReport":
+        """A report written by ``save`` (its ``.json``)."""
+        path = Path(path)
+        if path.suffix != ".json":
+            path = Path(f"{path.with_suffix('') if path.suffix == '.html' else path}.json")
+        return cls.from_dict(json.loads(path.read_text()))
 
     @property
     def calls(self) -> list[CallReport]:

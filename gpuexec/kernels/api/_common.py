@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
+import time
 
 import awkward as ak
 import numpy as np
@@ -35,6 +37,9 @@ def _arrays_of(args, kwargs):
     return out
 
 
+_nested = threading.local()  # depth of public calls in this thread
+
+
 def public(awkward_fn):
     """Decorator for a public gk function mirroring ``awkward_fn``.
 
@@ -46,6 +51,7 @@ def public(awkward_fn):
 
     def decorate(impl):
         name = impl.__name__
+        family = impl.__module__.rsplit(".", 1)[-1]  # api module: reductions, indexing, ...
         sig = inspect.signature(impl)
 
         @functools.wraps(impl)
@@ -59,15 +65,22 @@ def public(awkward_fn):
                 be, native = dispatch.current_default(), False
                 if be is None:
                     be, native = dispatch.backend_of_arrays(_arrays_of(args, kwargs))
-            stats.record_call(name, be.name)
-            if be.adopts and not native:
-                args = tuple(_adopt(be, a) for a in args)
-                kwargs = {k: _adopt(be, v) for k, v in kwargs.items()}
+            outer = not getattr(_nested, "depth", 0)  # time outermost calls only
+            _nested.depth = getattr(_nested, "depth", 0) + 1
+            start = time.perf_counter()
             try:
-                out = impl(*args, backend=be, **kwargs)
-            except NotNative as why:
-                stats.record_handoff(name, str(why))
-                out = awkward_fn(*args, **kwargs)
+                if be.adopts and not native:
+                    args = tuple(_adopt(be, a) for a in args)
+                    kwargs = {k: _adopt(be, v) for k, v in kwargs.items()}
+                try:
+                    out = impl(*args, backend=be, **kwargs)
+                except NotNative as why:
+                    stats.record_handoff(name, str(why))
+                    out = awkward_fn(*args, **kwargs)
+            finally:
+                _nested.depth -= 1
+                stats.record_call(name, be.name, family if outer else None,
+                                  time.perf_counter() - start)
             return out if to is None else place(out, to)
 
         params = [p for p in sig.parameters.values() if p.name != "backend"]
