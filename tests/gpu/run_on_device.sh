@@ -12,7 +12,7 @@
 # a run carries; the four that nothing here imports go (30 MB of wheels left):
 #   rm .whl/mplhep_data-* .whl/widgetsnbextension-* .whl/jupyterlab_widgets-* .whl/jedi-*
 # Then: run(command="bash tests/gpu/run_on_device.sh [pytest args]", carry=[".whl"]).
-# Logs land in $OUT (junit XML + the full pytest output of each file).
+# Logs land in $OUT (the full pytest output of each file).
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target "$PWD/.site" .whl/*.whl || exit 1
@@ -34,20 +34,23 @@ out=${OUT:-/tmp/gpu-logs}
 mkdir -p "$out"
 nvidia-smi -L
 python3 -m gpuexec.kernels.gpu.warm || true   # fill the kernel cache in parallel first
-# The files run side by side (16 host cores, one GPU): the kernel tests spread over
-# pytest-xdist workers when its wheel is carried; the executor test starts its own cluster.
+# Every tests/gpu file runs side by side (16 host cores, one GPU): the kernel tests spread
+# over pytest-xdist workers when its wheel is carried; the executor tests start their own
+# clusters. One log per file comes back (a device run returns at most 8 files).
 workers() { python3 -c "import xdist" 2>/dev/null && echo "-n $1" || echo ""; }
-declare -A procs=(
-  [test_gpu_reductions]="$(workers 6)"
-  [test_gpu_families]="$(workers 4)"
-  [test_gpu_executor]=""
-  [test_gpu_device_reading]=""
-  [test_gpu_sync]=""
-)
+declare -A procs=()
+for path in tests/gpu/test_*.py; do
+  name=$(basename "$path" .py)
+  case "$name" in
+    test_gpu_reductions) procs[$name]="$(workers 6)" ;;
+    test_gpu_families|test_gpu_awkward_provider) procs[$name]="$(workers 4)" ;;
+    *) procs[$name]="" ;;
+  esac
+done
 pids=()
 for name in "${!procs[@]}"; do
   python3 -m pytest -q -p no:cacheprovider --tb=short ${procs[$name]} \
-    --junitxml="$out/$name.xml" "tests/gpu/$name.py" "$@" > "$out/$name.log" 2>&1 &
+    "tests/gpu/$name.py" "$@" > "$out/$name.log" 2>&1 &
   pids+=("$!:$name")
 done
 rc=0
