@@ -21,7 +21,7 @@ def work_of(paths: list, chunksize: int, processor_instance, **runner_options):
     """(WorkItems of ``paths``, Runner's work function for ``processor_instance``), as
     GPUExecutor's tasks get them: without Runner's retry wrapper (the executor retries
     itself). Runner raises once its executor returns, having run none."""
-    from gpuexec.executor import _unwrap_runner_retries
+    from gpuexec.executor.task import _unwrap_runner_retries
 
     runner = processor.Runner(executor=_Capture(), pre_executor=processor.IterativeExecutor(),
                               chunksize=chunksize, schema=NanoAODSchema, metadata_cache={},

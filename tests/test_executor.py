@@ -27,8 +27,12 @@ import dask
 
 import gpuexec
 from gpuexec import GPUCluster
-from gpuexec.executor import (ChunkError, GPUExecutor, _gather_each, _merge, _Partial,
-                              NotRootOrNoTree, _unwrap_runner_retries)
+from gpuexec.executor import ChunkError, GPUExecutor
+from gpuexec.executor import probes
+from gpuexec.executor.errors import explain
+from gpuexec.executor.merging import _gather_each, _merge
+from gpuexec.executor.task import _Partial, _unwrap_runner_retries
+from gpuexec.executor.errors import NotRootOrNoTree
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.cluster import ClusterSpec, WorkerPool, close_shared, shared_client
 from gpuexec.scheduler.report import EntriesMismatch, check_entries
@@ -171,7 +175,7 @@ def test_merge_flags_a_chunk_merged_twice_and_keeps_order():
     merged = _merge([a, b, _merge([a], 1)], compression=1)
     assert merged.doubled == [0] and merged.counts == {0: 6, 1: 4}
     assert merged.skipped == [(2, "OSError: x")]
-    from gpuexec.executor import _unpack
+    from gpuexec.executor.task import _unpack
 
     assert _unpack(merged) == {"n": 4, "seq": [0, 1, 0]}
     with pytest.raises(EntriesMismatch, match="merged more than once"):
@@ -185,7 +189,7 @@ def test_chunk_error_keeps_its_cause_chain_through_pickle():
         except OSError as err:
             raise Exception("Failed to open file") from err
     except Exception as err:
-        from gpuexec.executor import _chain
+        from gpuexec.executor.errors import chain as _chain
 
         error = ChunkError("file x, entries [0, 10) failed", _chain(err))
     again = pickle.loads(pickle.dumps(error))
@@ -291,7 +295,7 @@ def test_a_task_that_kills_its_workers_is_named_by_file_and_range():
 
     item = processor.executor.WorkItem("DY", DY, "Events", 20, 40, b"")
     key = keys.chunk_key("cpu", keys.new_run_token(), 1, keys.item_label(item))
-    err = GPUExecutor(status=False)._explain(KilledWorker(key, None, 3), ["first", item])
+    err = explain(KilledWorker(key, None, 3), ["first", item])
     assert isinstance(err, ChunkError) and type(err.__cause__) is KilledWorker
     assert str(err).startswith(f"file {DY} (dataset 'DY', tree 'Events'), entries [20, 40): "
                                "killed 4 workers")
@@ -308,7 +312,7 @@ def test_outputs_that_cannot_be_merged_name_their_chunks():
     assert again.indices == (3, 4) and "TypeError" in str(again)
     items = [processor.executor.WorkItem("DY", DY, "Events", 10 * i, 10 * i + 10, b"")
              for i in range(5)]
-    err = GPUExecutor(status=False)._explain(again, items)
+    err = explain(again, items)
     assert isinstance(err, ChunkError) and err.__cause__ is again
     assert str(err).startswith("merging the outputs of 2 chunk(s) failed (file "
                                f"{DY} (dataset 'DY', tree 'Events'), entries [30, 40) ... ")
@@ -414,8 +418,9 @@ def _probe_call(ex, client, backend: str = "cuda", read_on_device: bool = True) 
     the nvCOMP warnings it gave."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        ex._hear_nvcomp(client, ex._ask_for_nvcomp(client, _probe_pools(backend),
-                                                   read_on_device))
+        probe = probes.ask_for_nvcomp(ex._shared, client, _probe_pools(backend),
+                                      read_on_device)
+        probes.hear_nvcomp(ex._shared, client, probe)
     return [w for w in caught if "nvCOMP is not installed" in str(w.message)]
 
 
@@ -492,16 +497,16 @@ def test_runner_matches_iterative_on_real_samples(executor, reference):
 def test_one_cpu_pool_submits_every_chunk_at_once(executor, reference, monkeypatch):
     """No placement, no window: the first submission holds every chunk (as coffea's
     DaskExecutor does), and the output is unchanged."""
-    import gpuexec.executor as executor_module
+    from gpuexec.executor.loop import _Loop
 
     batches = []
-    submit = executor_module._Loop._submit
+    submit = _Loop._submit
 
     def recording(self, pool, indices, *args, **kwargs):
         batches.append(len(indices))
         return submit(self, pool, indices, *args, **kwargs)
 
-    monkeypatch.setattr(executor_module._Loop, "_submit", recording)
+    monkeypatch.setattr(_Loop, "_submit", recording)
     with dask.config.set({"gpuexec.placement.window": 0.5}):
         out = runner(executor, chunksize=100)(FILESET, DimuonProcessor(), treename="Events")
     assert_same_output(out, reference)
@@ -642,10 +647,10 @@ def square(x):
 
 @pytest.mark.parametrize("merge_on", ["client", "cluster"])
 def test_generic_items_merged_in_the_client_or_a_tree_and_status_0(executor, merge_on):
-    from gpuexec import executor as executor_module
+    from gpuexec.executor.merging import TreeMerge
 
     merge_tasks = []
-    real = executor_module._Loop._submit_merges
+    real = TreeMerge.submit
 
     def counted(self, groups, level):
         merge_tasks.extend(groups)
@@ -653,7 +658,7 @@ def test_generic_items_merged_in_the_client_or_a_tree_and_status_0(executor, mer
 
     ex = executor.copy(treereduction=3, merge_on=merge_on)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(executor_module._Loop, "_submit_merges", counted)
+        mp.setattr(TreeMerge, "submit", counted)
         out, status = ex(list(range(50)), square, {"sum": 0, "items": 0})
     assert status == 0 and out == {"sum": sum(x * x for x in range(50)), "items": 50}
     call = ex.report.processing

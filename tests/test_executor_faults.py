@@ -22,7 +22,8 @@ import pytest
 import uproot
 from coffea import processor
 
-from gpuexec.executor import ChunkError, GPUExecutor, _chain
+from gpuexec.executor import ChunkError, GPUExecutor
+from gpuexec.executor.errors import chain as _chain
 from gpuexec.scheduler.cluster import shared_client
 from gpuexec.scheduler.report import EntriesMismatch, SkippedChunksWarning
 from test_executor import DIMUON, DY, EMBEDDED, DimuonProcessor, assert_same_output, runner

@@ -255,16 +255,16 @@ def test_pools_on_the_cpu_engine_read_through_coffea(executor, tt_reference):
 
 def _count_runs_sources(monkeypatch) -> dict:
     """Counts where the loop found each completed task's runs: the worker event or a fetch."""
-    import gpuexec.executor as executor_module
+    from gpuexec.executor.loop import _Loop
 
     seen = {"event": 0, "fetch": 0}
-    runs_of = executor_module._Loop._runs_of
+    runs_of = _Loop._runs_of
 
     def counted(loop, future):
-        seen["event" if str(future.key) in executor_module._reported_runs else "fetch"] += 1
+        seen["event" if str(future.key) in loop.events.reported_runs else "fetch"] += 1
         return runs_of(loop, future)
 
-    monkeypatch.setattr(executor_module._Loop, "_runs_of", counted)
+    monkeypatch.setattr(_Loop, "_runs_of", counted)
     return seen
 
 
@@ -275,7 +275,7 @@ def _tasks(ex) -> int:
 
 
 def test_the_policy_gets_each_tasks_runs_by_worker_event(executor, tt_reference, monkeypatch):
-    import gpuexec.executor as executor_module
+    from gpuexec.executor.events import ClusterEvents
 
     seen = _count_runs_sources(monkeypatch)
     ex = executor.copy()
@@ -284,14 +284,15 @@ def test_the_policy_gets_each_tasks_runs_by_worker_event(executor, tt_reference,
     assert_same_output(out, tt_reference)
     assert seen["fetch"] == 0 and seen["event"] == _tasks(ex), (seen, _tasks(ex))
     assert all(d["actual_seconds"] is not None for d in ex.placement.decisions())
-    assert not executor_module._reported_runs and not executor_module._watching  # cleaned up
+    clusters = ClusterEvents.all()
+    assert clusters and not any(c.reported_runs or c.watching for c in clusters)  # cleaned up
 
 
 def test_a_lost_runs_event_is_fetched_instead(executor, tt_reference, monkeypatch):
-    import gpuexec.executor as executor_module
+    from gpuexec.executor.events import ClusterEvents
 
     seen = _count_runs_sources(monkeypatch)
-    monkeypatch.setattr(executor_module, "_store_runs", lambda event: None)  # events dropped
+    monkeypatch.setattr(ClusterEvents, "store", lambda self, event: None)  # events dropped
     ex = executor.copy()
     with placement(probe=2):
         out = runner(ex, chunksize=20)({"TT": [TT]}, DimuonProcessor(), treename="Events")
@@ -422,29 +423,29 @@ def test_only_gpu_worker_killed_mid_run_its_chunks_finish_on_cpu(tt_reference, m
 
 def _bare_loop(n_chunks):
     """A _Loop without a cluster: its bookkeeping of copies, with submissions recorded."""
-    from gpuexec.executor import _Loop
+    from gpuexec.executor.accounting import CallRecord
+    from gpuexec.executor.busy import BusyWorkers
+    from gpuexec.executor.events import ClusterEvents
+    from gpuexec.executor.loop import InFlight, _Loop
 
     loop = _Loop.__new__(_Loop)
     loop.labels = [f"c{i}" for i in range(n_chunks)]
-    loop.in_flight, loop.cover, loop.taken, loop.cancelled = {}, {}, set(), {}
-    loop.copies, loop.fallbacks, loop.pool_of = {}, [], {}
-    loop.chunks_in_flight, loop.policy, loop.progress = 0, None, None
+    loop.flight, loop.record = InFlight(), CallRecord()
+    loop.busy = BusyWorkers(ClusterEvents("tcp://s"), None, {}, True, loop.record)
+    loop.policy, loop.progress = None, None
     loop.gpu, loop.cpu = ["gpu"], ["cpu"]
     cancel = lambda self, futures: loop.cancels.extend(futures)  # noqa: E731
     loop.client = type("Client", (), {"cancel": cancel})()
     loop.cancels, loop.submitted = [], []
 
     def submit(pool, indices, merge=True, remaining=None, backup=False):
-        from gpuexec.executor import _Submitted
+        from gpuexec.executor.loop import _Submitted
 
         loop.submitted.append((pool, tuple(indices), backup))
         key = f"{pool}-{len(loop.submitted)}"
-        loop.in_flight[key] = _Submitted(tuple(indices), pool, type("F", (), {"key": key})())
-        loop.chunks_in_flight += len(indices)
+        loop.flight.add(_Submitted(tuple(indices), pool, type("F", (), {"key": key})()))
         for i in indices:
-            loop.cover.setdefault(i, set()).add(key)
-        for i in indices:
-            loop.pool_of.setdefault(i, pool)
+            loop.record.pool_of.setdefault(i, pool)
 
     loop._submit = submit
     return loop
@@ -456,28 +457,28 @@ def test_the_first_copy_to_complete_counts_and_cancels_the_other():
     loop._submit("cpu", [2])
     loop._submit("cpu", [0], merge=False, backup=True)  # copies of the merged task's chunks
     loop._submit("cpu", [1], merge=False, backup=True)
-    gpu_task, _, copy0, copy1 = list(loop.in_flight.values())
-    loop._drop(copy0)
+    gpu_task, _, copy0, copy1 = list(loop.flight.tasks.values())
+    loop.flight.drop(copy0)
     loop._take(copy0)  # chunk 0's copy counts: the merged original is cancelled
-    assert loop.cancels == [gpu_task.future] and gpu_task.future.key in loop.cancelled
-    assert loop.taken == {0} and loop.pool_of[0] == "cpu"
-    assert set(loop.in_flight) == {"cpu-2", "cpu-4"}  # chunk 1 counts on its own copy
+    assert loop.cancels == [gpu_task.future] and gpu_task.future.key in loop.flight.cancelled
+    assert loop.flight.taken == {0} and loop.record.pool_of[0] == "cpu"
+    assert set(loop.flight.tasks) == {"cpu-2", "cpu-4"}  # chunk 1 counts on its own copy
     assert loop.submitted[-1] == ("cpu", (1,), True)  # nothing re-run
-    loop._drop(copy1)
+    loop.flight.drop(copy1)
     loop._take(copy1)
-    assert loop.taken == {0, 1} and loop.chunks_in_flight == 1
+    assert loop.flight.taken == {0, 1} and loop.flight.chunks == 1
 
 
 def test_a_merged_task_cancelled_for_one_chunk_reruns_chunks_nothing_else_runs():
     loop = _bare_loop(3)
     loop._submit("gpu", [0, 1, 2])
     loop._submit("cpu", [0], merge=False, backup=True)  # (copies are made for whole tasks)
-    copy = loop.in_flight["cpu-2"]
-    loop._drop(copy)
+    copy = loop.flight.tasks["cpu-2"]
+    loop.flight.drop(copy)
     loop._take(copy)
     # chunks 1 and 2 lost their only task: each runs again where it was placed
     assert loop.submitted[-2:] == [("gpu", (1,), False), ("gpu", (2,), False)]
-    assert all(loop.cover[i] for i in (1, 2))
+    assert all(loop.flight.cover[i] for i in (1, 2))
 
 
 def test_a_gpu_failure_with_a_copy_running_is_recorded_and_not_rerun():
@@ -485,24 +486,24 @@ def test_a_gpu_failure_with_a_copy_running_is_recorded_and_not_rerun():
     loop._submit("gpu", [0, 1])
     loop._submit("cpu", [0], merge=False, backup=True)
     loop._submit("cpu", [1], merge=False, backup=True)
-    failed = loop.in_flight["gpu-1"]
-    loop._drop(failed)
+    failed = loop.flight.tasks["gpu-1"]
+    loop.flight.drop(failed)
     loop._failed(failed, MemoryError("device out of memory"))
     assert len(loop.submitted) == 3  # the copies run; nothing re-submitted
-    assert [(f.label, f.from_pool, f.to_pool) for f in loop.fallbacks] == \
+    assert [(f.label, f.from_pool, f.to_pool) for f in loop.record.fallbacks] == \
         [("c0", "gpu", "cpu"), ("c1", "gpu", "cpu")]
-    assert all("MemoryError" in f.reason and "copy" in f.reason for f in loop.fallbacks)
+    assert all("MemoryError" in f.reason and "copy" in f.reason for f in loop.record.fallbacks)
     # a failed copy whose original still runs is dropped quietly; one alone raises
-    copy = loop.in_flight["cpu-2"]
-    loop._drop(copy)
+    copy = loop.flight.tasks["cpu-2"]
+    loop.flight.drop(copy)
     with pytest.raises(ValueError):
         loop._failed(copy, ValueError("bad chunk"))
     loop._submit("cpu", [2])
     loop._submit("gpu", [2], merge=False, backup=True)
-    original = loop.in_flight["cpu-4"]
-    loop._drop(original)
+    original = loop.flight.tasks["cpu-4"]
+    loop.flight.drop(original)
     loop._failed(original, ValueError("bad chunk"))  # its GPU copy still runs
-    assert "gpu-5" in loop.in_flight
+    assert "gpu-5" in loop.flight.tasks
 
 
 def test_a_task_bound_around_a_busy_worker_runs_when_its_workers_leave():
@@ -525,24 +526,24 @@ def test_a_task_bound_strictly_is_resubmitted_when_its_workers_leave():
     """A task that needs its pool's resources is bound strictly (loosely, Dask's work
     stealing gave it to a worker without them, whose state machine failed); should its
     bound workers all leave, the loop cancels it and submits its chunks again."""
-    from gpuexec.executor import _Submitted
+    from gpuexec.executor.loop import _Submitted
 
     loop = _bare_loop(3)
     live = {"tcp://b": {"resources": {"CPU": 1}}}
     loop.client.scheduler_info = lambda n_workers=-1: {"workers": live}
     future = type("F", (), {"key": "cpu-bound"})()
-    loop.in_flight["cpu-bound"] = _Submitted((0, 1), "cpu", future, ("tcp://a",))
-    loop.chunks_in_flight = 2
-    loop.in_flight["cpu-free"] = _Submitted((2,), "cpu", type("F", (), {"key": "cpu-free"})())
-    loop.chunks_in_flight += 1
+    loop.flight.tasks["cpu-bound"] = _Submitted((0, 1), "cpu", future, ("tcp://a",))
+    loop.flight.chunks = 2
+    loop.flight.tasks["cpu-free"] = _Submitted((2,), "cpu", type("F", (), {"key": "cpu-free"})())
+    loop.flight.chunks += 1
     loop._watch_bound()
-    assert loop.cancels == [future] and "cpu-bound" not in loop.in_flight
-    assert loop.submitted == [("cpu", (0, 1), False)] and "cpu-free" in loop.in_flight
-    assert loop.chunks_in_flight == 3
+    assert loop.cancels == [future] and "cpu-bound" not in loop.flight.tasks
+    assert loop.submitted == [("cpu", (0, 1), False)] and "cpu-free" in loop.flight.tasks
+    assert loop.flight.chunks == 3
     loop.cancels.clear()
-    loop.in_flight["cpu-kept"] = _Submitted((0,), "cpu", future, ("tcp://a", "tcp://b"))
+    loop.flight.tasks["cpu-kept"] = _Submitted((0,), "cpu", future, ("tcp://a", "tcp://b"))
     loop._watch_bound()  # one of its workers is alive: it stays
-    assert not loop.cancels and "cpu-kept" in loop.in_flight
+    assert not loop.cancels and "cpu-kept" in loop.flight.tasks
 
 
 def test_a_task_reports_its_end_whatever_its_outcome(monkeypatch):
@@ -551,7 +552,7 @@ def test_a_task_reports_its_end_whatever_its_outcome(monkeypatch):
     the next run here put no chunk on the only GPU worker)."""
     from coffea.processor.executor import WorkItem
 
-    from gpuexec import executor as E
+    from gpuexec.executor import task as E
 
     sent = []
     monkeypatch.setattr(E, "_report_runs", sent.append)
@@ -579,46 +580,43 @@ def test_tasks_go_around_a_worker_an_earlier_cancelled_copy_still_occupies():
     """Tasks are bound to the pool's other workers while a cancelled copy of an earlier
     call occupies one for longer than a task takes (a task bound so stays bound); not
     when it is about to end, nor when no other worker is left."""
-    from gpuexec import executor as E
+    from gpuexec.executor.accounting import CallRecord
+    from gpuexec.executor.busy import BusyWorkers
+    from gpuexec.executor.events import ClusterEvents, _StillRunning
     from gpuexec.scheduler.cluster import WorkerPool
 
-    loop = _bare_loop(1)
-    loop.restrict = True
-    loop.pools = {"cpu": WorkerPool.cpu(2, 1), "gpu": WorkerPool("gpu", 1, 1,
-                                                                 resources={"GPU": 1},
-                                                                 task_resources={"GPU": 1})}
+    pools = {"cpu": WorkerPool.cpu(2, 1), "gpu": WorkerPool("gpu", 1, 1, resources={"GPU": 1},
+                                                            task_resources={"GPU": 1})}
+    events = ClusterEvents("tcp://s")
+    busy = BusyWorkers(events, None, pools, True, CallRecord())
     cpu = {"resources": {"CPU": 1}}
-    loop.live = {"tcp://a": cpu, "tcp://b": cpu, "tcp://g": {"resources": {"GPU": 1}}}
+    busy.live = {"tcp://a": cpu, "tcp://b": cpu, "tcp://g": {"resources": {"GPU": 1}}}
     now = time.monotonic()
-    long_ = E._StillRunning("tcp://s", "tcp://a", "cpu", now, 5.0)
-    loop.avoid = {"k1": long_}
-    E._still_running.update(loop.avoid)
-    group = [(0,)]
-    try:
-        assert loop._around_busy("cpu", group) == ["tcp://b"]
-        assert loop._around_busy("gpu", group) is None  # not one of its workers
-        E._still_running["k2"] = E._StillRunning("tcp://s", "tcp://b", "cpu", now, 5.0)
-        loop.avoid["k2"] = E._still_running["k2"]
-        assert loop._around_busy("cpu", group) is None  # nowhere else to go: it waits
-        # a task's end event frees its worker, whether or not its call still runs
-        E._store_runs((0.0, {"key": "k2", "runs": [], "worker": "tcp://b"}))
-        assert "k2" not in E._still_running and loop._around_busy("cpu", group) == ["tcp://b"]
-        # one about to end (predicted 0.05 s of a 0.1 s task left) is not worth a binding
-        soon = E._StillRunning("tcp://s", "tcp://b", "cpu", time.monotonic(), 0.05)
-        loop.avoid["k3"] = E._still_running["k3"] = soon
-        assert loop._around_busy("cpu", group) == ["tcp://b"]
-        E._store_runs((0.0, {"key": "k1", "runs": [], "worker": "tcp://a"}))
-        assert loop._around_busy("cpu", group) is None
-    finally:
-        for key in ("k1", "k2", "k3"):
-            E._still_running.pop(key, None)
+    long_ = _StillRunning("tcp://s", "tcp://a", "cpu", now, 5.0)
+    busy.avoid = {"k1": long_}
+    events.still_running.update(busy.avoid)
+    group = [20]  # one task of one 20-entry chunk
+    assert busy.around("cpu", group) == ["tcp://b"]
+    assert busy.around("gpu", group) is None  # not one of its workers
+    events.still_running["k2"] = _StillRunning("tcp://s", "tcp://b", "cpu", now, 5.0)
+    busy.avoid["k2"] = events.still_running["k2"]
+    assert busy.around("cpu", group) is None  # nowhere else to go: it waits
+    # a task's end event frees its worker, whether or not its call still runs
+    events.store((0.0, {"key": "k2", "runs": [], "worker": "tcp://b"}))
+    assert "k2" not in events.still_running and busy.around("cpu", group) == ["tcp://b"]
+    # one about to end (predicted 0.05 s of a 0.1 s task left) is not worth a binding
+    soon = _StillRunning("tcp://s", "tcp://b", "cpu", time.monotonic(), 0.05)
+    busy.avoid["k3"] = events.still_running["k3"] = soon
+    assert busy.around("cpu", group) == ["tcp://b"]
+    events.store((0.0, {"key": "k1", "runs": [], "worker": "tcp://a"}))
+    assert busy.around("cpu", group) is None
 
 
 def test_merged_gpu_tasks_shrink_as_the_run_ends():
     """Guided self-scheduling of merged GPU tasks: gpu_merge chunks while plenty remain,
     then at most the remaining chunks' share of one slot."""
     from gpuexec import config
-    from gpuexec.executor import _Loop
+    from gpuexec.executor.loop import _Loop
 
     loop = _Loop.__new__(_Loop)
     loop.ex, loop.slots = GPUExecutor(), 16

@@ -319,3 +319,35 @@ def test_scheduler_and_io_rules_and_no_circles():
         if module not in seen:
             visit(module, [module])
     assert circles == []
+
+
+# the executor package: module -> its sibling modules it must not import (the worker side
+# and the small records stay free of the client's loop and the executor)
+EXECUTOR_FORBIDDEN = {
+    "gpuexec.executor.errors": ("task", "events", "probes", "merging", "accounting", "busy",
+                                "loop", "core"),
+    "gpuexec.executor.events": ("errors", "task", "probes", "merging", "accounting", "busy",
+                                "loop", "core"),
+    "gpuexec.executor.task": ("probes", "merging", "accounting", "busy", "loop", "core"),
+    "gpuexec.executor.probes": ("merging", "accounting", "busy", "loop", "core"),
+    "gpuexec.executor.merging": ("probes", "accounting", "busy", "loop", "core"),
+    "gpuexec.executor.accounting": ("probes", "merging", "busy", "loop", "core"),
+    "gpuexec.executor.busy": ("task", "probes", "merging", "accounting", "loop", "core"),
+    "gpuexec.executor.loop": ("probes", "core"),
+}
+
+
+def test_executor_package_rules_and_no_circles_even_through_lazy_imports():
+    """One concern per module of gpuexec.executor, imported one way: errors and events at
+    the bottom, then the worker's task, probes, merging and accounting, then the loop,
+    then ``core`` (GPUExecutor); no circle even through imports inside functions."""
+    wrong = []
+    for module, siblings in EXECUTOR_FORBIDDEN.items():
+        path = PACKAGE / "executor" / (module.rsplit(".", 1)[1] + ".py")
+        assert path.exists(), module
+        names = imports_of(path) | _submodule_imports(path)
+        wrong += [f"{module} imports {name}" for name in sorted(names)
+                  for sibling in siblings if name == f"gpuexec.executor.{sibling}"
+                  or name.startswith(f"gpuexec.executor.{sibling}.")]
+    assert wrong == []
+    assert import_cycles(PACKAGE, "gpuexec.executor", lazy=True) == []

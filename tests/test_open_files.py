@@ -17,7 +17,8 @@ from coffea.nanoevents import BaseSchema, NanoAODSchema, NanoEventsFactory
 from runner_work import work_of
 
 from gpuexec.io import kept_files as open_files
-from gpuexec.executor import GPUExecutor, _kept_open
+from gpuexec.executor import GPUExecutor
+from gpuexec.executor.task import _kept_open
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "data", "samples")
 DY = os.path.abspath(os.path.join(SAMPLES, "nano_dy.root"))

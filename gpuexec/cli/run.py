@@ -212,13 +212,10 @@ def worker_view() -> dict:
     from gpuexec.cli.info import PINNING
     from gpuexec.scheduler import devices
 
-    found = devices.discover()
-    try:
-        from gpuexec.executor import device_backend  # the worker's own choice
+    from gpuexec.executor import device_backend  # the worker's own choice
 
-        backend = device_backend() if found else None
-    except ImportError:  # before the worker-side choice: the vendor's backend
-        backend = ("hip" if found[0].vendor == devices.AMD else "cuda") if found else None
+    found = devices.discover()
+    backend = device_backend() if found else None
     return {"env": {k: os.environ[k] for k in PINNING if k in os.environ},
             "cores": sorted(os.sched_getaffinity(0)), "backend": backend,
             "devices": [d.describe() for d in found], "pid": os.getpid(), "cwd": os.getcwd()}

@@ -468,11 +468,23 @@ def running_specs() -> list[ClusterSpec]:
 
 
 # ------------------------------------------------------------------ planning the pools
+AUTO = "auto"  # a GPU pool's backend chosen on each worker from its own device
+
+
 def backend_of(vendor: str) -> str:
     """The kernel backend of a GPU of ``vendor`` (``devices.AMD``: "hip"; else "cuda")."""
     from gpuexec.scheduler.devices import AMD
 
     return "hip" if vendor == AMD else "cuda"
+
+
+def device_backend(devices) -> str:
+    """The kernel backend a GPU worker that sees ``devices`` runs: its first device's
+    vendor's (cuda or hip)."""
+    if not devices:
+        raise RuntimeError("this worker declares the GPU resource but sees no GPU "
+                           "(CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES?)")
+    return backend_of(devices[0].vendor)
 
 
 def share_a_device(envs: list[dict]) -> bool:
@@ -530,3 +542,53 @@ def gpu_sharing(gpu_share: str, backend: str, envs: list[dict],
     if mps_usable:
         return "mps", False
     return "none", True
+
+
+# ------------------------------------------------------------------ a user's cluster
+def workers_of(client) -> dict:
+    """The scheduler's info of every worker of ``client``'s cluster (address -> info)."""
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # distributed before 2025: always all workers
+        info = client.scheduler_info()
+    return info.get("workers", {})
+
+
+def holds(worker: dict, need: dict) -> bool:
+    """Whether ``worker`` (scheduler worker info) declares the resources ``need``."""
+    return all(worker.get("resources", {}).get(r, 0) >= n for r, n in need.items())
+
+
+def any_worker_holds(workers: dict, need: dict) -> bool:
+    """Whether one of ``workers`` (scheduler worker info) declares the resources ``need``."""
+    return any(holds(w, need) for w in workers.values())
+
+
+def pools_of_workers(workers: dict, gpu_backend: str | None) -> dict:
+    """The pools of a user's cluster: those of the ``workers`` declaring CPU and GPU,
+    sized by them (the window and the placement count their slots), the GPU pool first;
+    each GPU worker picks its backend (``AUTO``) unless ``gpu_backend`` is "cpu"."""
+    pools = {"cpu": WorkerPool.cpu(0, 1)}
+    for name, resource in (("cpu", CPU), ("gpu", GPU)):
+        declaring = [w for w in workers.values() if w.get("resources", {}).get(resource)]
+        if not declaring:
+            continue
+        slots = max(1, int(min(w["resources"][resource] for w in declaring)))
+        backend = "cpu" if name == "cpu" or gpu_backend == "cpu" else AUTO
+        pools[name] = WorkerPool(name, len(declaring), slots, resources={resource: slots},
+                                 task_resources={resource: 1}, backend=backend)
+    return dict(sorted(pools.items(), key=lambda item: item[0] != "gpu"))
+
+
+def check_resources(workers: dict, pools: dict, address: str) -> None:
+    """Tasks request their pool's resources: a cluster (scheduler ``address``) without a
+    worker declaring them would queue them forever, so say so up front."""
+    for name, pool in pools.items():
+        need = pool.task_resources_dict()
+        if not any_worker_holds(workers, need):
+            example = ", ".join(f"{r}={n:g}" for r, n in need.items())
+            raise RuntimeError(
+                f"no worker of the Dask cluster at {address} declares the "
+                f"resources {need} that gpuexec's {name} tasks request; start its workers with "
+                f"resources (e.g. `dask worker --resources {example}` or "
+                f"LocalCluster(resources={need})), or use GPUExecutor() without a client")

@@ -1,0 +1,93 @@
+"""A call's report: what the loop recorded (``CallRecord``) and the merged output's
+counts and runs become a ``CallReport``, with the entry check (docs/executor.md#the-run-report)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuexec.executor.errors import describe_item
+from gpuexec.executor.task import _Partial, expected_units, stage
+from gpuexec.scheduler import keys
+from gpuexec.scheduler.report import (
+    CallReport,
+    ChunkRun,
+    EntriesMismatch,
+    Rerun,
+    SkippedChunk,
+    check_entries,
+)
+
+
+@dataclass
+class CallRecord:
+    """What a call records for its report as it runs: where each chunk ran, the merged
+    tasks, fallbacks, backup copies, phases and busy workers. A call run in this
+    process fills ``pool_of`` only."""
+
+    pool_of: dict = field(default_factory=dict)  # chunk index -> pool it ran on
+    task_of: dict = field(default_factory=dict)  # chunk index -> its merged task's number
+    fallbacks: list = field(default_factory=list)  # Fallback
+    copies: dict = field(default_factory=dict)  # chunk indices -> BackupCopy
+    merge_notes: list = field(default_factory=list)  # merged GPU tasks in words
+    phases: dict = field(default_factory=dict)  # CallReport.phases
+    busy_at_start: dict = field(default_factory=dict)  # worker -> seconds still busy
+    left_running: list = field(default_factory=list)  # labels of copies left running
+
+
+def reruns(client, run: str) -> list[Rerun]:
+    """The scheduler's record of call ``run``'s tasks re-run after a worker died."""
+    from gpuexec.scheduler.plugins import ledger_pop
+
+    out = []
+    for key, worker, what in client.run_on_scheduler(ledger_pop, run):
+        parsed = keys.parse(key)
+        out.append(Rerun(parsed["label"] if parsed else str(key), worker, what))
+    return out
+
+
+def _chunk_runs(items, labels, record: CallRecord, result: _Partial) -> list[ChunkRun]:
+    """One run per chunk, in chunk order; a merged task's time shared by its entries."""
+    runs = []
+    for indices, worker, units, secs, read, transfer in result.runs:
+        task = record.task_of.get(indices[0]) if len(indices) > 1 else None
+        total = sum(expected_units(items[i]) for i in indices) or 1
+        for i in indices:
+            share = expected_units(items[i]) / total
+            runs.append((i, ChunkRun(labels[i], record.pool_of[i], worker,
+                                     units if len(indices) == 1 else expected_units(items[i]),
+                                     secs * share, read * share, transfer * share, task)))
+    return [r for _, r in sorted(runs, key=lambda x: x[0])]
+
+
+def account(items, record: CallRecord, labels, result: _Partial, reran, seconds, policy):
+    """The call's report, and the EntriesMismatch to raise (None if all is well)."""
+    stage_, unit = stage(items[0])
+    skipped = {index: text for index, text in result.skipped}
+    mismatch = None
+    try:
+        processed = check_entries(
+            {i: expected_units(item) for i, item in enumerate(items)},
+            result.counts, result.doubled, skipped,
+            lambda i: f"chunk #{i} ({describe_item(items[i])})", unit)
+    except EntriesMismatch as err:
+        processed, mismatch = sum(result.counts.values()), err
+    call = CallReport(
+        stage=stage_, unit=unit, chunks=len(items),
+        expected=sum(expected_units(item) for i, item in enumerate(items) if i not in skipped),
+        processed=processed,
+        skipped=[SkippedChunk.of(items[i], stage_, text) for i, text in sorted(skipped.items())],
+        reruns=reran,
+        runs=_chunk_runs(items, labels, record, result),
+        seconds=seconds,
+        files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
+                        for item in items),
+        fallbacks=record.fallbacks,
+        backups=list(record.copies.values()),
+        merges=record.merge_notes,
+        phases=dict(record.phases),
+        busy_at_start=dict(record.busy_at_start),
+        left_running=list(record.left_running),
+        placement=(None if policy is None else
+                   {"decisions": policy.decisions(), "summary": policy.summary()}),
+    )
+    return call, mismatch
