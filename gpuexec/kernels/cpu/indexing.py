@@ -55,7 +55,8 @@ from gpuexec.kernels.cpu.threads import pick, serial_and_parallel
 
 
 
-def _carry_body(values, index, out):
+@serial_and_parallel
+def _carry(values, index, out):
     for i in numba.prange(index.shape[0]):
         out[i] = values[index[i]]
 
@@ -94,7 +95,8 @@ def _compact_parallel_body(starts, stops, out, nthreads):
             out[i + 1] = acc
 
 
-def _rebase_body(offsets, out):
+@serial_and_parallel
+def _rebase(offsets, out):
     first = offsets[0]
     n_bad = 0
     out[0] = 0
@@ -104,7 +106,8 @@ def _rebase_body(offsets, out):
     return n_bad
 
 
-def _summary_body(offsets, bound):
+@serial_and_parallel
+def _summary(offsets, bound):
     n_down = 0
     longest = 0
     n_long = 0
@@ -156,7 +159,8 @@ def _scan_parallel_body(a, nthreads):
             a[i] = acc
 
 
-def _list_carry_index_body(starts, offsets, out):
+@serial_and_parallel
+def _list_carry_index(starts, offsets, out):
     base = offsets[0]
     for i in numba.prange(starts.shape[0]):
         s = starts[i]
@@ -165,13 +169,19 @@ def _list_carry_index_body(starts, offsets, out):
             out[b + k] = s + k
 
 
-def _local_to_global_body(starts, stops, index_offsets, index, out):
+@serial_and_parallel
+def _local_picks(starts, stops, index_offsets, index, valid, out):
+    # local_to_global where valid is None (numba drops that branch for the argument's type)
     base = index_offsets[0]
     n_bad = 0
     for i in numba.prange(starts.shape[0]):
         s = starts[i]
         length = stops[i] - s
         for j in range(index_offsets[i], index_offsets[i + 1]):
+            if valid is not None:
+                if not valid[j]:
+                    out[j - base] = -1
+                    continue
             k = index[j]
             if k < 0:
                 k += length
@@ -183,28 +193,8 @@ def _local_to_global_body(starts, stops, index_offsets, index, out):
     return n_bad
 
 
-def _missing_repeat_body(starts, stops, index_offsets, index, valid, out):
-    base = index_offsets[0]
-    n_bad = 0
-    for i in numba.prange(starts.shape[0]):
-        s = starts[i]
-        length = stops[i] - s
-        for j in range(index_offsets[i], index_offsets[i + 1]):
-            if not valid[j]:
-                out[j - base] = -1
-                continue
-            k = index[j]
-            if k < 0:
-                k += length
-            if k < 0 or k >= length:
-                out[j - base] = -1
-                n_bad += 1
-            else:
-                out[j - base] = s + k
-    return n_bad
-
-
-def _filter_count_body(mask_offsets, mask, out):
+@serial_and_parallel
+def _filter_count(mask_offsets, mask, out):
     for i in numba.prange(mask_offsets.shape[0] - 1):
         c = 0
         for j in range(mask_offsets[i], mask_offsets[i + 1]):
@@ -212,7 +202,8 @@ def _filter_count_body(mask_offsets, mask, out):
         out[i + 1] = c
 
 
-def _filter_fill_body(starts, mask_offsets, mask, offsets, carry):
+@serial_and_parallel
+def _filter_fill(starts, mask_offsets, mask, offsets, carry):
     # branch-free on the (unpredictable) mask: every position is written at the
     # current slot, which only advances on True; the ``w < end`` guard keeps the
     # last, unselected positions out of the next list's slots (parallel writers)
@@ -227,7 +218,8 @@ def _filter_fill_body(starts, mask_offsets, mask, offsets, carry):
             w += np.int64(mask[m0 + k])
 
 
-def _filter_missing_count_body(mask_offsets, mask, valid, out):
+@serial_and_parallel
+def _filter_missing_count(mask_offsets, mask, valid, out):
     for i in numba.prange(mask_offsets.shape[0] - 1):
         c = 0
         for j in range(mask_offsets[i], mask_offsets[i + 1]):
@@ -235,7 +227,8 @@ def _filter_missing_count_body(mask_offsets, mask, valid, out):
         out[i + 1] = c
 
 
-def _filter_missing_fill_body(starts, mask_offsets, mask, valid, offsets, outindex):
+@serial_and_parallel
+def _filter_missing_fill(starts, mask_offsets, mask, valid, offsets, outindex):
     for i in numba.prange(starts.shape[0]):
         w = offsets[i]
         end = offsets[i + 1]
@@ -248,20 +241,10 @@ def _filter_missing_fill_body(starts, mask_offsets, mask, valid, offsets, outind
             w += np.int64(mask[m0 + k] or not ok)
 
 
-_carry = serial_and_parallel(_carry_body)
 _compact = (numba.njit(cache=True, nogil=True)(_compact_serial_body),
             numba.njit(cache=True, nogil=True, parallel=True)(_compact_parallel_body))
 _scan = (numba.njit(cache=True, nogil=True)(_scan_serial_body),
          numba.njit(cache=True, nogil=True, parallel=True)(_scan_parallel_body))
-_rebase = serial_and_parallel(_rebase_body)
-_summary = serial_and_parallel(_summary_body)
-_list_carry_index = serial_and_parallel(_list_carry_index_body)
-_local_to_global = serial_and_parallel(_local_to_global_body)
-_missing_repeat = serial_and_parallel(_missing_repeat_body)
-_filter_count = serial_and_parallel(_filter_count_body)
-_filter_fill = serial_and_parallel(_filter_fill_body)
-_filter_missing_count = serial_and_parallel(_filter_missing_count_body)
-_filter_missing_fill = serial_and_parallel(_filter_missing_fill_body)
 
 
 def _scan_inplace(a):
@@ -311,15 +294,12 @@ def list_carry_index(starts, offsets):
 
 
 def local_to_global(starts, stops, index_offsets, index):
-    out = np.empty(int(index_offsets[-1] - index_offsets[0]), dtype=np.int64)
-    n_bad = pick(_local_to_global, out.shape[0] + starts.shape[0])(
-        starts, stops, index_offsets, index, out)
-    return out, int(n_bad)
+    return missing_repeat(starts, stops, index_offsets, index, None)
 
 
 def missing_repeat(starts, stops, index_offsets, index, valid):
     out = np.empty(int(index_offsets[-1] - index_offsets[0]), dtype=np.int64)
-    n_bad = pick(_missing_repeat, out.shape[0] + starts.shape[0])(
+    n_bad = pick(_local_picks, out.shape[0] + starts.shape[0])(
         starts, stops, index_offsets, index, valid, out)
     return out, int(n_bad)
 

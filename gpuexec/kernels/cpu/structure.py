@@ -151,29 +151,26 @@ def _sort_long(values, s, m, out, o, ascending):
 
 
 # -- bodies (``numba.prange`` is a plain range in the serial variant) ------------------
-def _argsort_body(offsets, values, ascending, out):
+def _sort_lists_body(offsets, values, ascending, out):
+    # ``_short``/``_long`` sort one list: bound per kernel (argsort, sort) below
     base = offsets[0]
     for i in numba.prange(offsets.shape[0] - 1):
         s = offsets[i]
         m = offsets[i + 1] - s
         if m <= SHORT_MAX:
-            _argsort_short(values, s, m, out, s - base, ascending)
+            _short(values, s, m, out, s - base, ascending)  # noqa: F821
         else:
-            _argsort_long(values, s, m, out, s - base, ascending)
+            _long(values, s, m, out, s - base, ascending)  # noqa: F821
 
 
-def _sort_body(offsets, values, ascending, out):
-    base = offsets[0]
-    for i in numba.prange(offsets.shape[0] - 1):
-        s = offsets[i]
-        m = offsets[i + 1] - s
-        if m <= SHORT_MAX:
-            _sort_short(values, s, m, out, s - base, ascending)
-        else:
-            _sort_long(values, s, m, out, s - base, ascending)
+_argsort = serial_and_parallel(_sort_lists_body, name="_argsort",
+                               _short=_argsort_short, _long=_argsort_long)
+_sort = serial_and_parallel(_sort_lists_body, name="_sort",
+                            _short=_sort_short, _long=_sort_long)
 
 
-def _local_index_body(offsets, out):
+@serial_and_parallel
+def _local_index(offsets, out):
     base = offsets[0]
     for i in numba.prange(offsets.shape[0] - 1):
         s = offsets[i]
@@ -207,7 +204,9 @@ def _combinations_count(starts, stops, n, replacement, offsets):
     return -1
 
 
-def _pairs_body(starts, stops, replacement, local, offsets, i0, i1):
+@serial_and_parallel
+def _tuples(starts, stops, replacement, local, offsets, i0, i1, i2):
+    # pairs where i2 is None (numba drops the branch not taken for the argument's type)
     for i in numba.prange(starts.shape[0]):
         s = starts[i]
         m = stops[i] - s
@@ -216,25 +215,16 @@ def _pairs_body(starts, stops, replacement, local, offsets, i0, i1):
         step = 0 if replacement else 1
         for a in range(m):
             for b in range(a + step, m):
-                i0[k] = base + a
-                i1[k] = base + b
-                k += 1
-
-
-def _triplets_body(starts, stops, replacement, local, offsets, i0, i1, i2):
-    for i in numba.prange(starts.shape[0]):
-        s = starts[i]
-        m = stops[i] - s
-        base = 0 if local else s
-        k = offsets[i]
-        step = 0 if replacement else 1
-        for a in range(m):
-            for b in range(a + step, m):
-                for c in range(b + step, m):
+                if i2 is None:
                     i0[k] = base + a
                     i1[k] = base + b
-                    i2[k] = base + c
                     k += 1
+                else:
+                    for c in range(b + step, m):
+                        i0[k] = base + a
+                        i1[k] = base + b
+                        i2[k] = base + c
+                        k += 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -251,7 +241,8 @@ def _cartesian_count(starts_a, stops_a, starts_b, stops_b, offsets):
     return -1
 
 
-def _cartesian_body(starts_a, stops_a, starts_b, stops_b, local, offsets, ia, ib):
+@serial_and_parallel
+def _cartesian(starts_a, stops_a, starts_b, stops_b, local, offsets, ia, ib):
     for i in numba.prange(starts_a.shape[0]):
         sa = starts_a[i]
         sb = starts_b[i]
@@ -265,14 +256,6 @@ def _cartesian_body(starts_a, stops_a, starts_b, stops_b, local, offsets, ia, ib
                 ia[k] = base_a + a
                 ib[k] = base_b + b
                 k += 1
-
-
-_argsort = serial_and_parallel(_argsort_body)
-_sort = serial_and_parallel(_sort_body)
-_local_index = serial_and_parallel(_local_index_body)
-_pairs = serial_and_parallel(_pairs_body)
-_triplets = serial_and_parallel(_triplets_body)
-_cartesian = serial_and_parallel(_cartesian_body)
 
 
 # -- the contract ------------------------------------------------------------------------
@@ -318,8 +301,8 @@ def combinations(starts, stops, n, replacement, local):
         _bad_list(bad, "combinations: starts/stops")
     total = int(offsets[-1])
     idx = [np.empty(total, dtype=np.int64) for _ in range(n)]
-    fill = pick(_pairs if n == 2 else _triplets, total)
-    fill(starts, stops, replacement, local, offsets, *idx)
+    third = idx[2] if n == 3 else None
+    pick(_tuples, total)(starts, stops, replacement, local, offsets, idx[0], idx[1], third)
     return (offsets, *idx)
 
 

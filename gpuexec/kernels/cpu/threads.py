@@ -57,18 +57,28 @@ def use_parallel(n_elements: int) -> bool:
     return n_elements >= PARALLEL_THRESHOLD and get_num_threads() > 1
 
 
-def serial_and_parallel(py_func):
+def serial_and_parallel(py_func=None, *, name=None, **bound):
     """(serial, parallel) numba dispatchers compiled from one kernel body (``prange`` is a
     plain range in the serial one). The copies carry distinct qualnames: numba's disk
     cache keys a function by qualname and bytecode, not by its ``parallel`` flag, so one
-    name for both would let one variant load the other's machine code."""
+    name for both would let one variant load the other's machine code.
+
+    ``bound``: globals of the body bound to other objects in these copies (over a snapshot
+    of its module's globals), so that one body skeleton serves several kernels, e.g. with
+    the per-list helper it calls, which numba resolves at compile time as before;
+    ``name`` then names the kernel. Without ``py_func``, a decorator."""
+    if py_func is None:
+        return lambda fn: serial_and_parallel(fn, name=name, **bound)
     import types
 
+    namespace = {**py_func.__globals__, **bound} if bound else py_func.__globals__
+    name = name or py_func.__name__
+    scope = py_func.__qualname__[:-len(py_func.__name__)]  # "" at module level
+
     def renamed(suffix):
-        fn = types.FunctionType(py_func.__code__, py_func.__globals__,
-                                f"{py_func.__name__}_{suffix}", py_func.__defaults__,
-                                py_func.__closure__)
-        fn.__qualname__ = f"{py_func.__qualname__}_{suffix}"
+        fn = types.FunctionType(py_func.__code__, namespace, f"{name}_{suffix}",
+                                py_func.__defaults__, py_func.__closure__)
+        fn.__qualname__ = f"{scope}{name}_{suffix}"
         fn.__module__ = py_func.__module__
         return fn
 
