@@ -437,19 +437,20 @@ def _missing_repeat(E, outindex, index, indexlength, repetitions, regularsize):
 
 # -- sorting --------------------------------------------------------------------------
 
-@serves("awkward_argsort")
-def _argsort(E, toptr, fromptr, length, offsets, offsetslength, ascending, stable):
-    offsets = E.i64(offsets[:offsetslength])
-    values = fromptr[:length]
-    out = E.call("argsort", (values.dtype,), offsets, values, bool(ascending))
-    lo = int(offsets[0]) if offsetslength else 0
-    toptr[lo:lo + out.shape[0]] = out
+def _list_sorter(kernel):
+    """The adapter of ``awkward_argsort``/``awkward_sort``: the engine's ``kernel`` of the
+    same name over the lists, written at their own offsets."""
+
+    def adapter(E, toptr, fromptr, length, offsets, offsetslength, ascending, stable):
+        offsets = E.i64(offsets[:offsetslength])
+        values = fromptr[:length]
+        out = E.call(kernel, (values.dtype,), offsets, values, bool(ascending))
+        lo = int(offsets[0]) if offsetslength else 0
+        toptr[lo:lo + out.shape[0]] = out
+
+    adapter.__name__ = adapter.__qualname__ = f"_{kernel}"
+    return adapter
 
 
-@serves("awkward_sort")
-def _sort(E, toptr, fromptr, length, offsets, offsetslength, ascending, stable):
-    offsets = E.i64(offsets[:offsetslength])
-    values = fromptr[:length]
-    out = E.call("sort", (values.dtype,), offsets, values, bool(ascending))
-    lo = int(offsets[0]) if offsetslength else 0
-    toptr[lo:lo + out.shape[0]] = out
+serves("awkward_argsort")(_list_sorter("argsort"))
+serves("awkward_sort")(_list_sorter("sort"))

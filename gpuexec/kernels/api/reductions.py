@@ -19,6 +19,7 @@ to awkward (counted in ``gk.stats()``).
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import weakref
@@ -37,74 +38,39 @@ _DTYPES = frozenset(ALL_DTYPES)
 
 
 # -- the public functions --------------------------------------------------------------
-@public(ak.sum)
-def sum(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,  # noqa: A001
-        behavior=None, attrs=None, backend):
-    return _reduce("sum", array, axis, keepdims, mask_identity, None, highlevel, behavior,
-                   attrs, backend)
+def _public_reducer(awkward_fn):
+    """The gk function mirroring the awkward reduction ``awkward_fn``: its name, its
+    keywords and their defaults (``initial`` for min/max only; ``mask_identity``'s
+    default is awkward's)."""
+    fname = awkward_fn.__name__
+    params = inspect.signature(awkward_fn).parameters
+    mask_default = params["mask_identity"].default
+    if "initial" in params:
+        def reducer(array, axis=None, *, keepdims=False, initial=None,
+                    mask_identity=mask_default, highlevel=True, behavior=None, attrs=None,
+                    backend):
+            return _reduce(fname, array, axis, keepdims, mask_identity, initial, highlevel,
+                           behavior, attrs, backend)
+    else:
+        def reducer(array, axis=None, *, keepdims=False, mask_identity=mask_default,
+                    highlevel=True, behavior=None, attrs=None, backend):
+            return _reduce(fname, array, axis, keepdims, mask_identity, None, highlevel,
+                           behavior, attrs, backend)
+    reducer.__name__ = reducer.__qualname__ = fname
+    reducer.__module__ = __name__
+    return public(awkward_fn)(reducer)
 
 
-@public(ak.prod)
-def prod(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,
-         behavior=None, attrs=None, backend):
-    return _reduce("prod", array, axis, keepdims, mask_identity, None, highlevel, behavior,
-                   attrs, backend)
-
-
-@public(ak.min)
-def min(array, axis=None, *, keepdims=False, initial=None, mask_identity=True,  # noqa: A001
-        highlevel=True, behavior=None, attrs=None, backend):
-    return _reduce("min", array, axis, keepdims, mask_identity, initial, highlevel, behavior,
-                   attrs, backend)
-
-
-@public(ak.max)
-def max(array, axis=None, *, keepdims=False, initial=None, mask_identity=True,  # noqa: A001
-        highlevel=True, behavior=None, attrs=None, backend):
-    return _reduce("max", array, axis, keepdims, mask_identity, initial, highlevel, behavior,
-                   attrs, backend)
-
-
-@public(ak.argmin)
-def argmin(array, axis=None, *, keepdims=False, mask_identity=True, highlevel=True,
-           behavior=None, attrs=None, backend):
-    return _reduce("argmin", array, axis, keepdims, mask_identity, None, highlevel, behavior,
-                   attrs, backend)
-
-
-@public(ak.argmax)
-def argmax(array, axis=None, *, keepdims=False, mask_identity=True, highlevel=True,
-           behavior=None, attrs=None, backend):
-    return _reduce("argmax", array, axis, keepdims, mask_identity, None, highlevel, behavior,
-                   attrs, backend)
-
-
-@public(ak.count)
-def count(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,
-          behavior=None, attrs=None, backend):
-    return _reduce("count", array, axis, keepdims, mask_identity, None, highlevel, behavior,
-                   attrs, backend)
-
-
-@public(ak.count_nonzero)
-def count_nonzero(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,
-                  behavior=None, attrs=None, backend):
-    return _reduce("count_nonzero", array, axis, keepdims, mask_identity, None, highlevel,
-                   behavior, attrs, backend)
-
-
-@public(ak.any)
-def any(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,  # noqa: A001
-        behavior=None, attrs=None, backend):
-    return _reduce("any", array, axis, keepdims, mask_identity, None, highlevel, behavior,
-                   attrs, backend)
-
-
-@public(ak.all)
-def all(array, axis=None, *, keepdims=False, mask_identity=False, highlevel=True,  # noqa: A001
-        behavior=None, attrs=None, backend):
-    return _reduce("all", array, axis, keepdims, mask_identity, None, highlevel, behavior,
-                   attrs, backend)
+sum = _public_reducer(ak.sum)  # noqa: A001
+prod = _public_reducer(ak.prod)
+min = _public_reducer(ak.min)  # noqa: A001
+max = _public_reducer(ak.max)  # noqa: A001
+argmin = _public_reducer(ak.argmin)
+argmax = _public_reducer(ak.argmax)
+count = _public_reducer(ak.count)
+count_nonzero = _public_reducer(ak.count_nonzero)
+any = _public_reducer(ak.any)  # noqa: A001
+all = _public_reducer(ak.all)  # noqa: A001
 
 
 # -- shared driver -----------------------------------------------------------------------

@@ -493,21 +493,25 @@ def _first_array(arrays):
     return None
 
 
+def _cartesian_public(arrays, axis, nested, parameters, with_name, highlevel, behavior,
+                      attrs, backend, *, local):
+    """``ak.cartesian`` (``ak.argcartesian`` with ``local``) from its arguments."""
+    if with_name is not None:
+        parameters = {**(parameters or {}), "__record__": with_name}
+    out = _cartesian(arrays, axis, nested, parameters, backend, local=local)
+    return wrap(out, _first_array(arrays), highlevel=highlevel, behavior=behavior,
+                attrs=attrs)
+
+
 @public(ak.cartesian)
 def cartesian(arrays, axis=1, *, nested=None, parameters=None, with_name=None,
               highlevel=True, behavior=None, attrs=None, backend):
-    if with_name is not None:
-        parameters = {**(parameters or {}), "__record__": with_name}
-    out = _cartesian(arrays, axis, nested, parameters, backend, local=False)
-    return wrap(out, _first_array(arrays), highlevel=highlevel, behavior=behavior,
-                attrs=attrs)
+    return _cartesian_public(arrays, axis, nested, parameters, with_name, highlevel,
+                             behavior, attrs, backend, local=False)
 
 
 @public(ak.argcartesian)
 def argcartesian(arrays, axis=1, *, nested=None, parameters=None, with_name=None,
                  highlevel=True, behavior=None, attrs=None, backend):
-    if with_name is not None:
-        parameters = {**(parameters or {}), "__record__": with_name}
-    out = _cartesian(arrays, axis, nested, parameters, backend, local=True)
-    return wrap(out, _first_array(arrays), highlevel=highlevel, behavior=behavior,
-                attrs=attrs)
+    return _cartesian_public(arrays, axis, nested, parameters, with_name, highlevel,
+                             behavior, attrs, backend, local=True)
