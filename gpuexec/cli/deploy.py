@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from gpuexec.cli.arguments import positive
 from gpuexec.deploy import render
 
 
@@ -48,13 +49,6 @@ def main(args) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"must be >= 1, got {value}")
-    return value
-
-
 def add(subs) -> None:
     p = subs.add_parser("deploy", help="job scripts for batch systems")
     kinds = p.add_subparsers(dest="kind", metavar="KIND", required=True)
@@ -63,16 +57,16 @@ def add(subs) -> None:
                    help="site profile shipped with gpuexec")
     s.add_argument("--profile", default=None,
                    help="YAML file of profile keys over the site's (or a whole profile)")
-    s.add_argument("--nodes", type=_positive, required=True)
+    s.add_argument("--nodes", type=positive, required=True)
     s.add_argument("--account", required=True)
     s.add_argument("--time", required=True, help="wall time, e.g. 00:30:00")
     s.add_argument("--partition", default=None, help="default: the site's")
     s.add_argument("--qos", default=None)
-    s.add_argument("--gpus-per-node", type=_positive, default=None,
+    s.add_argument("--gpus-per-node", type=positive, default=None,
                    help="Slurm tasks (GPUs) per node; default: the site's")
-    s.add_argument("--cores-per-gpu", type=_positive, default=None,
+    s.add_argument("--cores-per-gpu", type=positive, default=None,
                    help="cores per task; default: the site's")
-    s.add_argument("--gpu-threads", type=_positive, default=None,
+    s.add_argument("--gpu-threads", type=positive, default=None,
                    help="cores of each GPU worker (the rest run CPU workers); default: the site's")
     which = s.add_mutually_exclusive_group()
     which.add_argument("--processor", help="FILE.py[:attr] or module:attr")

@@ -27,6 +27,8 @@ import time
 import warnings
 from pathlib import Path
 
+from gpuexec.cli.arguments import positive
+
 EXIT_SKIPPED = 3
 
 
@@ -82,14 +84,19 @@ def load_processor(spec: str):
     return obj
 
 
+def _read_json(path: Path, what: str):
+    """The JSON document in ``path``; FileNotFoundError or UsageError naming ``what``."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{what} {path} is not JSON: {err}") from err
+
+
 def load_fileset(path: str) -> dict:
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"fileset {p} does not exist")
-    try:
-        fileset = json.loads(p.read_text())
-    except json.JSONDecodeError as err:
-        raise UsageError(f"fileset {p} is not JSON: {err}") from err
+    fileset = _read_json(p, "fileset")
     if not isinstance(fileset, dict) or not fileset:
         raise UsageError(f"fileset {p}: expected a JSON object {{dataset: files}}")
     return fileset
@@ -160,12 +167,7 @@ def connect(scheduler_file: str, timeout: float):
     from gpuexec import security
 
     path = Path(scheduler_file)
-    if not path.is_file():
-        raise FileNotFoundError(f"scheduler file {path} does not exist")
-    try:
-        info = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise UsageError(f"scheduler file {path} is not JSON: {err}") from err
+    info = _read_json(path, "scheduler file")
     address = info.get("address", "") if isinstance(info, dict) else ""
     if not address:
         raise UsageError(f"scheduler file {path} names no scheduler address")
@@ -313,13 +315,6 @@ def main(args) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(f"must be >= 1, got {value}")
-    return value
-
-
 def add(subs) -> None:
     p = subs.add_parser("run", help="run a processor over a fileset with GPUExecutor")
     p.add_argument("processor", metavar="PROCESSOR", help="adl:N, FILE.py[:attr] or module:attr")
@@ -327,8 +322,8 @@ def add(subs) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--scheduler-file", default=None, help="a running job's scheduler")
     where.add_argument("--local", action="store_true", help="gpuexec's local cluster (default)")
-    p.add_argument("--chunksize", type=_positive, default=100_000)
-    p.add_argument("--maxchunks", type=_positive, default=None)
+    p.add_argument("--chunksize", type=positive, default=100_000)
+    p.add_argument("--maxchunks", type=positive, default=None)
     p.add_argument("--treename", default="Events")
     p.add_argument("--schema", choices=("nanoaod", "base"), default="nanoaod")
     p.add_argument("--skip-bad-files", action="store_true",
@@ -336,9 +331,9 @@ def add(subs) -> None:
     p.add_argument("--gpu-backend", choices=("cpu",), default=None,
                    help="run the GPU pool's kernels on the CPU (fake-GPU jobs)")
     p.add_argument("--out", default=None, help="pickle of the output, report and workers")
-    p.add_argument("--wait-plans", type=_positive, default=None, metavar="TASKS",
+    p.add_argument("--wait-plans", type=positive, default=None, metavar="TASKS",
                    help="wait for TASKS worker starters' plans, then for their workers")
-    p.add_argument("--min-workers", type=_positive, default=None,
+    p.add_argument("--min-workers", type=positive, default=None,
                    help="start once this many workers are there (or, with --wait-plans, "
                         "go on with them after --wait-timeout)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
