@@ -44,6 +44,9 @@ def load_profile(site: str | None = None, path: str | Path | None = None) -> dic
 
 @dataclass
 class Job:
+    """What one job asks of the batch system and runs (``gpuexec deploy slurm``'s
+    options); None takes the profile's value."""
+
     nodes: int
     account: str
     time: str

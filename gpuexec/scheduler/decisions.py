@@ -79,6 +79,9 @@ class Backup:
 
 @dataclass
 class Copy:
+    """A chunk's backup copy, booked on ``slot`` of ``pool`` for ``predicted_seconds``;
+    ``started_at`` and ``actual_seconds`` are filled in as its task runs and ends."""
+
     pool: str
     slot: int
     predicted_seconds: float

@@ -152,21 +152,33 @@ def _match_nvidia(entry: str, physical: list[_Physical]) -> _Physical | None:
     return None
 
 
+def _visible(physical: list[_Physical], entries: list[str] | None, match,
+             stop_at_unknown: bool) -> list[tuple[_Physical, str]]:
+    """(device, the entry that names it) of the devices a visible-devices list selects, in
+    its order (all of them, pinned by uuid or index, without a list). An entry that
+    ``match`` finds no device for, or one naming a device again, ends the list with
+    ``stop_at_unknown``, else is skipped."""
+    if entries is None:
+        return [(p, p.uuid or p.index) for p in physical]
+    chosen, seen = [], set()
+    for entry in entries:
+        p = match(entry, physical)
+        if p is None or p.index in seen:
+            if stop_at_unknown:
+                break
+            continue
+        seen.add(p.index)
+        chosen.append((p, entry))
+    return chosen
+
+
 def _nvidia(env: Mapping[str, str], run: Runner) -> list[Device]:
     physical = _nvidia_physical(run)
     if not physical:
         return []
-    entries = visible_entries(env.get("CUDA_VISIBLE_DEVICES"))
-    if entries is None:
-        chosen = [(p, p.uuid or p.index) for p in physical]
-    else:
-        chosen, seen = [], set()
-        for entry in entries:
-            p = _match_nvidia(entry, physical)
-            if p is None or p.index in seen:  # CUDA ignores the rest of the list
-                break
-            seen.add(p.index)
-            chosen.append((p, entry))
+    # CUDA ignores the rest of the list from an unknown or repeated entry on
+    chosen = _visible(physical, visible_entries(env.get("CUDA_VISIBLE_DEVICES")),
+                      _match_nvidia, stop_at_unknown=True)
     return [Device(i, NVIDIA, p.name, pin, p.uuid, p.arch) for i, (p, pin) in enumerate(chosen)]
 
 
@@ -228,16 +240,8 @@ def _amd(env: Mapping[str, str], kfd_nodes: str, drm: str) -> list[Device]:
     physical = _amd_physical(kfd_nodes, drm)
     if not physical:
         return []
-    rocr = visible_entries(env.get("ROCR_VISIBLE_DEVICES"))
-    if rocr is None:
-        chosen = [(p, p.uuid or p.index) for p in physical]
-    else:
-        chosen, seen = [], set()
-        for entry in rocr:
-            p = _match_amd(entry, physical)
-            if p is not None and p.index not in seen:
-                seen.add(p.index)
-                chosen.append((p, entry))
+    chosen = _visible(physical, visible_entries(env.get("ROCR_VISIBLE_DEVICES")),
+                      _match_amd, stop_at_unknown=False)
     hip = visible_entries(env.get("HIP_VISIBLE_DEVICES", env.get("CUDA_VISIBLE_DEVICES")))
     if hip is not None:
         picked, seen = [], set()
