@@ -194,51 +194,39 @@ def _local_picks(starts, stops, index_offsets, index, valid, out):
 
 
 @serial_and_parallel
-def _filter_count(mask_offsets, mask, out):
+def _filter_count(mask_offsets, mask, valid, out):
+    # filter where valid is None; filter_missing keeps the None entries too
     for i in numba.prange(mask_offsets.shape[0] - 1):
         c = 0
         for j in range(mask_offsets[i], mask_offsets[i + 1]):
-            c += np.int64(mask[j])
+            if valid is None:
+                c += np.int64(mask[j])
+            else:
+                c += np.int64(mask[j] or not valid[j])
         out[i + 1] = c
 
 
 @serial_and_parallel
-def _filter_fill(starts, mask_offsets, mask, offsets, carry):
+def _filter_fill(starts, mask_offsets, mask, valid, offsets, carry):
     # branch-free on the (unpredictable) mask: every position is written at the
     # current slot, which only advances on True; the ``w < end`` guard keeps the
-    # last, unselected positions out of the next list's slots (parallel writers)
+    # last, unselected positions out of the next list's slots (parallel writers).
+    # filter_missing (valid not None) writes its None entries as -1
     for i in numba.prange(starts.shape[0]):
         w = offsets[i]
         end = offsets[i + 1]
         m0 = mask_offsets[i]
         s = starts[i]
         for k in range(mask_offsets[i + 1] - m0):
-            if w < end:
-                carry[w] = s + k
-            w += np.int64(mask[m0 + k])
-
-
-@serial_and_parallel
-def _filter_missing_count(mask_offsets, mask, valid, out):
-    for i in numba.prange(mask_offsets.shape[0] - 1):
-        c = 0
-        for j in range(mask_offsets[i], mask_offsets[i + 1]):
-            c += np.int64(mask[j] or not valid[j])
-        out[i + 1] = c
-
-
-@serial_and_parallel
-def _filter_missing_fill(starts, mask_offsets, mask, valid, offsets, outindex):
-    for i in numba.prange(starts.shape[0]):
-        w = offsets[i]
-        end = offsets[i + 1]
-        m0 = mask_offsets[i]
-        s = starts[i]
-        for k in range(mask_offsets[i + 1] - m0):
-            ok = valid[m0 + k]
-            if w < end:
-                outindex[w] = s + k if ok else -1
-            w += np.int64(mask[m0 + k] or not ok)
+            if valid is None:
+                if w < end:
+                    carry[w] = s + k
+                w += np.int64(mask[m0 + k])
+            else:
+                ok = valid[m0 + k]
+                if w < end:
+                    carry[w] = s + k if ok else -1
+                w += np.int64(mask[m0 + k] or not ok)
 
 
 _compact = (numba.njit(cache=True, nogil=True)(_compact_serial_body),
@@ -305,15 +293,7 @@ def missing_repeat(starts, stops, index_offsets, index, valid):
 
 
 def filter(starts, stops, mask_offsets, mask):  # noqa: A001 - the contract's name
-    n = starts.shape[0]
-    work = int(mask_offsets[-1] - mask_offsets[0]) + n
-    offsets = np.empty(n + 1, dtype=np.int64)
-    offsets[0] = 0
-    pick(_filter_count, work)(mask_offsets, mask, offsets)
-    _scan_inplace(offsets)
-    carry_index = np.empty(int(offsets[-1]), dtype=np.int64)
-    pick(_filter_fill, work)(starts, mask_offsets, mask, offsets, carry_index)
-    return offsets, carry_index
+    return filter_missing(starts, stops, mask_offsets, mask, None)
 
 
 def filter_missing(starts, stops, mask_offsets, mask, valid):
@@ -321,11 +301,11 @@ def filter_missing(starts, stops, mask_offsets, mask, valid):
     work = int(mask_offsets[-1] - mask_offsets[0]) + n
     offsets = np.empty(n + 1, dtype=np.int64)
     offsets[0] = 0
-    pick(_filter_missing_count, work)(mask_offsets, mask, valid, offsets)
+    pick(_filter_count, work)(mask_offsets, mask, valid, offsets)
     _scan_inplace(offsets)
-    outindex = np.empty(int(offsets[-1]), dtype=np.int64)
-    pick(_filter_missing_fill, work)(starts, mask_offsets, mask, valid, offsets, outindex)
-    return offsets, outindex
+    carry_index = np.empty(int(offsets[-1]), dtype=np.int64)
+    pick(_filter_fill, work)(starts, mask_offsets, mask, valid, offsets, carry_index)
+    return offsets, carry_index
 
 
 def register(backend) -> None:
