@@ -38,6 +38,15 @@ def _exclusive_count(E, flags):
     return before, (c[-1] if c.shape[0] else xp.zeros((), np.int64))
 
 
+def _index(E, index, length, content_length):
+    """``index[:length]``, an option index (negative: None) into a content of
+    ``content_length``: the spec's ValueError where an entry reaches past it."""
+    index = index[:length]
+    if length:
+        _fail(E, (index >= content_length).any(), "index out of range")
+    return index
+
+
 # -- option types (ByteMaskedArray, IndexedArray) ---------------------------------------
 
 @serves("awkward_ByteMaskedArray_getitem_nextcarry")
@@ -79,18 +88,14 @@ def _ia_nextcarry(E, tocarry, fromindex, lenindex, lencontent):
 
 @serves("awkward_IndexedArray_flatten_nextcarry")
 def _ia_flatten_nextcarry(E, tocarry, fromindex, lenindex, lencontent):
-    index = fromindex[:lenindex]
-    if lenindex:
-        _fail(E, (index >= lencontent).any(), "index out of range")
+    index = _index(E, fromindex, lenindex, lencontent)
     picked = index[index >= 0]
     tocarry[:picked.shape[0]] = picked
 
 
 @serves("awkward_IndexedArray_getitem_nextcarry_outindex")
 def _ia_nextcarry_outindex(E, tocarry, toindex, fromindex, lenindex, lencontent):
-    index = fromindex[:lenindex]
-    if lenindex:
-        _fail(E, (index >= lencontent).any(), "index out of range")
+    index = _index(E, fromindex, lenindex, lencontent)
     valid = index >= 0
     before, _ = _exclusive_count(E, valid)
     picked = index[valid]
@@ -100,9 +105,7 @@ def _ia_nextcarry_outindex(E, tocarry, toindex, fromindex, lenindex, lencontent)
 
 @serves("awkward_IndexedArray_simplify")
 def _ia_simplify(E, toindex, outerindex, outerlength, innerindex, innerlength):
-    outer = outerindex[:outerlength]
-    if outerlength:
-        _fail(E, (outer >= innerlength).any(), "index out of range")
+    outer = _index(E, outerindex, outerlength, innerlength)
     valid = outer >= 0
     inner = innerindex[:innerlength].astype(np.int64)
     picked = inner[E.xp.where(valid, outer, 0)] if innerlength else E.xp.zeros_like(outer)
@@ -248,6 +251,16 @@ def _la_jagged_carrylen(E, carrylen, slicestarts, slicestops, sliceouterlen):
     carrylen[0] = (E.i64(slicestops[:n]) - E.i64(slicestarts[:n])).sum() if n else 0
 
 
+def _check_slice_lists(E, s_starts, s_stops, inner_length):
+    """The spec's ValueErrors for a jagged slice's non-empty lists; returns which lists
+    are non-empty."""
+    used = s_starts != s_stops
+    _fail(E, (used & (s_stops < s_starts)).any(), "jagged slice's stops[i] < starts[i]")
+    _fail(E, (used & (s_stops > inner_length)).any(),
+          "jagged slice's offsets extend beyond its content")
+    return used
+
+
 @serves("awkward_ListArray_getitem_jagged_apply")
 def _la_jagged_apply(E, tooffsets, tocarry, slicestarts, slicestops, sliceouterlen, sliceindex,
                      sliceinnerlen, fromstarts, fromstops, contentlen):
@@ -256,10 +269,7 @@ def _la_jagged_apply(E, tooffsets, tocarry, slicestarts, slicestops, sliceouterl
     s_starts, s_stops = E.i64(slicestarts[:n]), E.i64(slicestops[:n])
     starts, stops = E.i64(fromstarts[:n]), E.i64(fromstops[:n])
     if n:
-        used = s_starts != s_stops
-        _fail(E, (used & (s_stops < s_starts)).any(), "jagged slice's stops[i] < starts[i]")
-        _fail(E, (used & (s_stops > sliceinnerlen)).any(),
-              "jagged slice's offsets extend beyond its content")
+        used = _check_slice_lists(E, s_starts, s_stops, sliceinnerlen)
         _fail(E, (used & (stops < starts)).any(), "stops[i] < starts[i]")
         _fail(E, (used & (starts != stops) & (stops > contentlen)).any(),
               "stops[i] > len(content)")
@@ -278,10 +288,7 @@ def _la_jagged_apply(E, tooffsets, tocarry, slicestarts, slicestops, sliceouterl
 def _la_jagged_numvalid(E, numvalid, slicestarts, slicestops, length, missing, missinglength):
     s_starts, s_stops = E.i64(slicestarts[:length]), E.i64(slicestops[:length])
     if length:
-        used = s_starts != s_stops
-        _fail(E, (used & (s_stops < s_starts)).any(), "jagged slice's stops[i] < starts[i]")
-        _fail(E, (used & (s_stops > missinglength)).any(),
-              "jagged slice's offsets extend beyond its content")
+        _check_slice_lists(E, s_starts, s_stops, missinglength)
     positions = _ranges(E, s_starts, s_stops)[1]
     numvalid[0] = E.xp.count_nonzero(missing[positions] >= 0) if positions.shape[0] else 0
 

@@ -281,24 +281,32 @@ def _counts(node, backend):
     return stops - starts
 
 
+def _at_list_depth(layout, depth, axis, replace):
+    """``layout`` with its list nodes at ``depth`` (1: the outermost lists) replaced by
+    ``replace(node)``; the list, indexed and option nodes above are kept. NotNative for
+    strings or other nodes on the way (``axis``: the caller's, for the reason)."""
+
+    def walk(node, d):
+        if node.is_list:
+            _no_strings(node)
+            if d == depth:
+                return replace(node)
+            return node.copy(content=walk(node.content, d + 1))
+        if node.is_indexed or node.is_option:
+            return node.copy(content=walk(node.content, d))
+        raise NotNative(f"{type(node).__name__} above axis={axis}")
+
+    return walk(layout, 1)
+
+
 @public(ak.num)
 def num(array, axis=1, *, highlevel=True, behavior=None, attrs=None, backend):
     layout = L.to_layout(array)
     posaxis = _posaxis(layout, axis)
     if posaxis == 0:
         return backend.nplike.asarray(layout.length)
-
-    def walk(node, depth):
-        if node.is_list:
-            _no_strings(node)
-            if depth == posaxis:
-                return C.NumpyArray(_counts(node, backend))
-            return node.copy(content=walk(node.content, depth + 1))
-        if node.is_indexed or node.is_option:
-            return node.copy(content=walk(node.content, depth))
-        raise NotNative(f"{type(node).__name__} above axis={axis}")
-
-    out = walk(layout, 1)
+    out = _at_list_depth(layout, posaxis, axis,
+                         lambda node: C.NumpyArray(_counts(node, backend)))
     return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
 
 
@@ -361,18 +369,7 @@ def flatten(array, axis=1, *, highlevel=True, behavior=None, attrs=None, backend
     if posaxis == 1:
         out = _Lists(layout, backend, compact_none=True).gathered_content(backend)
         return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
-
-    def walk(node, depth):
-        if node.is_list:
-            _no_strings(node)
-            if depth == posaxis - 1:
-                return _merge_inner(node, backend)
-            return node.copy(content=walk(node.content, depth + 1))
-        if node.is_indexed or node.is_option:
-            return node.copy(content=walk(node.content, depth))
-        raise NotNative(f"{type(node).__name__} above axis={axis}")
-
-    out = walk(layout, 1)
+    out = _at_list_depth(layout, posaxis - 1, axis, lambda node: _merge_inner(node, backend))
     return wrap(out, array, highlevel=highlevel, behavior=behavior, attrs=attrs)
 
 
