@@ -52,7 +52,13 @@ scheduler), ``merging`` (outputs in chunk order, in the client or a tree of task
 """
 
 from gpuexec.executor.core import CLIENT_POOL, METADATA_HERE, MOVED, REMOVED, GPUExecutor
-from gpuexec.executor.errors import ChunkError, MergeError, describe_item
+from gpuexec.executor.errors import (
+    ChunkError,
+    MergeError,
+    NotRootOrNoTree,
+    describe_item,
+    retryable,
+)
 from gpuexec.executor.probes import (
     NOT_NVIDIA,
     NVCOMP_MISSING,
@@ -65,5 +71,5 @@ from gpuexec.gpu_cluster import GPUCluster
 
 __all__ = ["CLIENT_POOL", "METADATA_HERE", "MOVED", "NOT_NVIDIA", "NVCOMP_MISSING",
            "NVCOMP_UNKNOWN", "REMOVED", "ChunkError", "GPUCluster", "GPUExecutor",
-           "MergeError", "calibrate_on_worker", "describe_item", "device_backend",
-           "nvcomp_probe"]
+           "MergeError", "NotRootOrNoTree", "calibrate_on_worker", "describe_item",
+           "device_backend", "nvcomp_probe", "retryable"]

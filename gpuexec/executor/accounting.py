@@ -91,3 +91,18 @@ def account(items, record: CallRecord, labels, result: _Partial, reran, seconds,
                    {"decisions": policy.decisions(), "summary": policy.summary()}),
     )
     return call, mismatch
+
+
+def failed_call(items, record: CallRecord | None, reran, seconds: float,
+                err: BaseException) -> CallReport:
+    """The report of a call that raised ``err``: what is known of it at that point."""
+    stage_, unit = stage(items[0])
+    record = record or CallRecord()
+    return CallReport(
+        stage=stage_, unit=unit, chunks=len(items),
+        expected=sum(expected_units(item) for item in items), reruns=list(reran),
+        seconds=seconds,
+        files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
+                        for item in items),
+        fallbacks=list(record.fallbacks), backups=list(record.copies.values()),
+        error=f"{type(err).__name__}: {err}")

@@ -8,19 +8,21 @@ import functools
 import threading
 import time
 import warnings
+from collections import deque
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from coffea.processor import accumulate
 from coffea.processor.executor import ExecutorBase, FileMeta, WorkItem
 
-from gpuexec import config
-from gpuexec.executor.probes import ask_for_nvcomp, calibration, hear_nvcomp
-from gpuexec.executor.accounting import CallRecord, account, reruns
-from gpuexec.executor.errors import explain
+from gpuexec import config, dashboard
+from gpuexec.dashboard import feed
+from gpuexec.executor.accounting import CallRecord, account, failed_call, reruns
+from gpuexec.executor.errors import explain, nothing_left
 from gpuexec.executor.events import ClusterEvents
 from gpuexec.executor.loop import _Loop
 from gpuexec.executor.merging import _merge
+from gpuexec.executor.probes import ask_for_nvcomp, calibration, hear_nvcomp
 from gpuexec.executor.task import _Partial, _Task, _unpack, expected_units
 from gpuexec.gpu_cluster import GPUCluster
 from gpuexec.io import kept_files
@@ -32,6 +34,7 @@ from gpuexec.scheduler.report import CallReport, RunReport, SkippedChunksWarning
 #: the embedded cluster, at most (``GPUExecutor._metadata_here``)
 METADATA_HERE = 4
 CLIENT_POOL = "client"  # the report's pool of what ran in the client process
+REPORTS_KEPT = 20  # runs whose reports ``GPUExecutor.reports`` keeps
 
 #: keywords that moved out of GPUExecutor -> where they live now (docs/configuration.md)
 MOVED = {
@@ -68,6 +71,8 @@ class _SharedState:
 
     def __init__(self):
         self.report: RunReport | None = None
+        self.reports: deque = deque(maxlen=REPORTS_KEPT)  # the latest runs, oldest first
+        self._open: dict[int, RunReport] = {}  # thread -> the run its next call may join
         self.placement = None
         self.calibration = None
         # nvCOMP where the NVIDIA GPU workers run: its version, None (absent), or
@@ -78,8 +83,19 @@ class _SharedState:
         self.lock = threading.Lock()
 
     def record(self, call: CallReport) -> RunReport:
-        self.report = (self.report or RunReport()).add(call)
-        return self.report
+        """Add ``call`` to the run of its thread (``Runner`` preprocesses and processes in
+        one thread; two runs in two threads keep two reports)."""
+        thread = threading.get_ident()
+        with self.lock:
+            before = self._open.get(thread)
+            run = (before or RunReport()).add(call)
+            if run is not before:
+                self.reports.append(run)
+            self._open[thread] = run
+            while len(self._open) > REPORTS_KEPT:  # threads long gone
+                self._open.pop(next(iter(self._open)))
+            self.report = run
+        return run
 
 
 @dataclass
@@ -173,6 +189,22 @@ class GPUExecutor(ExecutorBase):
         return self._shared.report
 
     @property
+    def reports(self) -> list[RunReport]:
+        """The reports of the latest runs (up to ``REPORTS_KEPT``), oldest first: one per
+        run, also for runs made at the same time from several threads."""
+        return list(self._shared.reports)
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """The Dask dashboard of the cluster this executor runs on (starting the default
+        cluster if need be); gpuexec's page is the same server's ``/gpuexec``
+        (docs/monitoring.md). None where the scheduler serves no dashboard."""
+        cluster = self.cluster
+        link = (cluster.dashboard_link if cluster is not None
+                else getattr(self.client, "dashboard_link", None))
+        return link or None
+
+    @property
     def nvcomp_on_gpu_workers(self) -> str | None | bool:
         """nvCOMP's version where this executor's NVIDIA GPU workers run, None where it
         is not installed (they inflate on the host), ``NVCOMP_UNKNOWN`` where they could
@@ -236,6 +268,8 @@ class GPUExecutor(ExecutorBase):
             planning.check_resources(planning.workers_of(client),
                                      {"cpu": self._pools()["cpu"]}, client.scheduler.address)
         ledger = plugins.install(client)
+        if dashboard.enabled():
+            dashboard.install(client)
         return client, ledger
 
     def close_files(self) -> int:
@@ -271,7 +305,11 @@ class GPUExecutor(ExecutorBase):
     # ---------------------------------------------------------------------- a call
     def __call__(self, items, function, accumulator):
         items = list(items)
-        if not items:
+        if not items:  # (Runner's processing call when every file was skipped)
+            report = self._shared.record(CallReport(stage="processing", unit="entries",
+                                                    chunks=0))
+            if report.skipped:
+                nothing_left(report.skipped)
             return accumulator, 0
         started = time.perf_counter()
         if self._metadata_here(items):
@@ -280,8 +318,13 @@ class GPUExecutor(ExecutorBase):
         try:
             result = self._run(call.loop)
         except BaseException as err:
-            self._abandon(call)
+            reran = self._abandon(call)
             explained = explain(err, items)
+            report = failed_call(items, call.loop.record, reran,
+                                 time.perf_counter() - started, explained)
+            self._shared.record(report)
+            if dashboard.enabled():
+                feed.send_call(call.client, report)
             if explained is err:
                 raise
             raise explained from err
@@ -291,6 +334,8 @@ class GPUExecutor(ExecutorBase):
             self._shared.placement = call.policy
         report, mismatch = account(items, call.loop.record, call.loop.labels, result, reran,
                                    time.perf_counter() - started, call.policy)
+        if dashboard.enabled():
+            feed.send_call(call.client, report)
         return self._finish(report, mismatch, _unpack(result), accumulator)
 
     def _plan(self, items: list, function, started: float) -> _Call:
@@ -344,15 +389,16 @@ class GPUExecutor(ExecutorBase):
             if progress is not None:
                 progress.__exit__(None, None, None)
 
-    def _abandon(self, call: _Call) -> None:
-        """A failed call: its tasks and probe cancelled, the scheduler's record of its
-        re-runs dropped."""
+    def _abandon(self, call: _Call) -> list:
+        """A failed call: its tasks and probe cancelled; returns the scheduler's record of
+        its re-runs (taken off the scheduler)."""
         call.loop.cancel()
         if call.probe is not None:
             call.probe.cancel()
         if call.ledger:
             with contextlib.suppress(Exception):
-                reruns(call.client, call.run)
+                return reruns(call.client, call.run)
+        return []
 
     def _finish(self, call: CallReport, mismatch, value, accumulator, stacklevel: int = 3):
         """A call's end, once its report is made: recorded, its entry mismatch raised, its
@@ -362,6 +408,8 @@ class GPUExecutor(ExecutorBase):
         report = self._shared.record(call)
         if mismatch is not None:
             raise mismatch
+        if call.stage == "processing" and call.skipped and len(call.skipped) == call.chunks:
+            nothing_left(report.skipped)
         if call.skipped:
             warnings.warn(skipped_warning(call.skipped), SkippedChunksWarning,
                           stacklevel=stacklevel)
@@ -399,6 +447,8 @@ class GPUExecutor(ExecutorBase):
                     parts = list(th.map(read, range(len(items))))
         except Exception as err:
             explained = explain(err, items)
+            self._shared.record(failed_call(items, None, [], time.perf_counter() - started,
+                                            explained))
             if explained is err:  # (a ChunkError already, its cause kept)
                 raise
             raise explained from err

@@ -108,6 +108,49 @@ def _picklable_chain(causes) -> tuple:
     return tuple(kept)
 
 
+# OSErrors that may pass on a second try (a network or storage hiccup); a missing or
+# unreadable file, or a file that is not ROOT, fails the same way every time
+PASSING_OS_ERRORS = (TimeoutError, ConnectionError, InterruptedError, BlockingIOError)
+DEVICE_ERROR_MODULES = ("cupy", "cupy_backends", "cuda", "hip", "gpuexec.kernels.gpu")
+
+
+def retryable(err: BaseException) -> str | None:
+    """Why another attempt of a chunk that raised ``err`` may succeed: a device fault
+    (CuPy/CUDA/HIP error, out of memory) or an I/O error that may pass; None for any
+    other exception, such as one of the user's processor, which surfaces at once."""
+    for cause in chain(err):
+        if isinstance(cause, MemoryError):
+            return "out of memory"
+        module = type(cause).__module__
+        if module.split(".")[0] in DEVICE_ERROR_MODULES or module.startswith(DEVICE_ERROR_MODULES):
+            return "device fault"
+        if isinstance(cause, PASSING_OS_ERRORS):
+            return "I/O error that may pass"
+    return None
+
+
+class _NotRootOrNoTreeMeta(type):
+    def __instancecheck__(cls, err) -> bool:
+        import uproot
+
+        return (isinstance(err, uproot.KeyInFileError)
+                or (isinstance(err, ValueError) and "not a ROOT file" in str(err)))
+
+
+class NotRootOrNoTree(metaclass=_NotRootOrNoTreeMeta):
+    """Matches (``isinstance``) uproot's errors for a file that is not ROOT or lacks the
+    requested tree."""
+
+
+def nothing_left(skipped: list) -> None:
+    """Fail a run whose every file or chunk was skipped (beyond coffea, which returns an
+    empty output: docs/executor.md#skipbadfiles)."""
+    from gpuexec.scheduler.report import skipped_warning
+
+    raise ChunkError(f"gpuexec: no file yielded events; all {len(skipped)} file(s) or "
+                     "chunk(s) were skipped (skipbadfiles):\n" + skipped_warning(skipped))
+
+
 def describe_item(item) -> str:
     """A work item in words: its file, dataset, tree and entry range."""
     if isinstance(item, WorkItem):

@@ -253,7 +253,7 @@ class _Loop:
                 task=self.task, key=task_keys, pure=False, resources=resources,
                 workers=around, allow_other_workers=around is not None and not strict,
                 priority=self.ex.priority,
-                retries=self.ex.retries if self.task.retries is None and pool not in self.gpu else 0,
+                retries=0,  # the task retries what may pass (retryable); Dask re-runs lost tasks
             )
         # the loop watches the chunk futures themselves; their runs come by worker event
         for group, future in zip(groups, futures):

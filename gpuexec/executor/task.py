@@ -13,8 +13,16 @@ from typing import Any
 
 from coffea.processor.executor import FileMeta, Runner, WorkItem
 
-from gpuexec import config, gpu_cluster
-from gpuexec.executor.errors import ChunkError, chain, describe_item, origin
+from gpuexec import config, dashboard, gpu_cluster
+from gpuexec.dashboard import feed
+from gpuexec.executor.errors import (
+    ChunkError,
+    NotRootOrNoTree,
+    chain,
+    describe_item,
+    origin,
+    retryable,
+)
 from gpuexec.executor.events import RUNS_TOPIC
 from gpuexec.io import device_read as device_reading
 from gpuexec.io import inflate as inflater
@@ -116,7 +124,9 @@ def _unwrap_runner_retries(function):
             and set(function.keywords) <= {"use_result_type"}
             and not function.keywords.get("use_result_type", False)):
         retries, skipbadfiles, work = function.args
-        skip_on = (OSError,) if skipbadfiles is True else tuple(skipbadfiles or ())
+        # True: coffea's OSError, and beyond coffea a file that is not ROOT or lacks the
+        # tree (docs/executor.md#skipbadfiles)
+        skip_on = (OSError, NotRootOrNoTree) if skipbadfiles is True else tuple(skipbadfiles or ())
         return work, int(retries), skip_on
     return function, None, ()
 
@@ -204,6 +214,8 @@ class _Task:
         self.gpu_pools = frozenset(gpu_pools)
         self.report_runs = report_runs  # send each task's runs to the client as it ends
         self.report_starts = report_starts  # and when it starts (copies of stragglers)
+        self.feed = dashboard.enabled()  # each task's end to the /gpuexec page
+        self.generic_retries = 0  # attempts more of a function that is not Runner's
 
     def backend(self, pool: str) -> str:
         """The kernel backend of ``pool``'s tasks in this worker: AUTO resolves to the
@@ -232,16 +244,17 @@ class _Task:
 
     def _call(self, item, pool: str, timings: Timings):
         work = self._work(pool, timings)
-        if self.retries is None or pool in self.gpu_pools:
+        if pool in self.gpu_pools:  # a failure is retried on a CPU worker (_Loop._failed)
             return work(item)
-        for attempt in range(self.retries + 1):
+        retries = self.retries if self.retries is not None else self.generic_retries
+        for attempt in range(retries + 1):
             try:
                 return work(item)
             except Exception as err:
-                if attempt < self.retries:
-                    logger.warning("gpuexec: %s: attempt %d of %d failed (%s: %s)",
-                                   describe_item(item), attempt + 1, self.retries + 1,
-                                   type(err).__name__, err)
+                if attempt < retries and retryable(err):
+                    logger.warning("gpuexec: %s: attempt %d of %d failed (%s, %s: %s)",
+                                   describe_item(item), attempt + 1, retries + 1,
+                                   retryable(err), type(err).__name__, err)
                     timings.read = timings.transfer = 0.0
                     continue
                 if self.skip_on and any(isinstance(c, self.skip_on) for c in chain(err)):
@@ -264,6 +277,8 @@ class _Task:
             # next calls (docs/executor.md#faults)
             if self.report_runs:
                 _report_runs(runs)
+            if self.feed and runs:
+                feed.send_task(pool, self.backend(pool), runs)
 
     def _outcome(self, item, indices: tuple, pool: str, part_units: tuple,
                  in_client: bool = False) -> _Partial:
