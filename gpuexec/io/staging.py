@@ -348,7 +348,7 @@ def to_host(value):
 def awkward_messages_on_error(ak_backend: str):
     """Awkward builds the message of every operation on device arrays before running it
     (a CuPy error may surface later): a repr of each argument, read back from the
-    device. Measured on the H200 (benchmarks/gpu_chunk_profile.py): 0.20 s of the
+    device. Measured on the H200: 0.20 s of the
     0.54 s of compute of an ADL Q8 chunk of 200k events. Inside one outer awkward error
     context, nested operations build theirs only when an error is raised, and the error
     names this context (the processor on a GPU worker) instead of the innermost call."""

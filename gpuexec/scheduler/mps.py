@@ -4,7 +4,7 @@ Several GPU worker processes on one NVIDIA GPU each hold their own CUDA context,
 GPU runs one context at a time (time slicing): an ADL processor issues hundreds of small
 kernels and host syncs per chunk, and each waits for the other contexts' turns. MPS runs
 the clients' work in one server context, concurrently. Measured on the H200 host
-(``benchmarks/gpu_concurrency.py``, ADL Q8, 200k-event tasks): 16 processes 3.16 M
+(ADL Q8, 200k-event tasks): 16 processes 3.16 M
 events/s without MPS (each task's compute 0.11 s alone, 0.84 s among 16), 13.0 with it
 (0.13 s). AMD GPUs run the kernels of several processes concurrently without a daemon
 (not measured here: no AMD GPU).
