@@ -6,7 +6,7 @@ For every compile unit of gpuexec.kernels.gpu.units.compile_units(arch):
       spills, no out-of-line calls, global_load_dwordx4 where the unit promises
       "vector_load_128";
   sm_90 (nvcc): no stack frame, no spill stores/loads, 128-bit PTX loads where promised,
-      and where a unit promises "tile_loads_first" (the hybrid reduction kernels) every
+      and where a unit promises "tile_loads_first" (the per_wave and long_tail reduction kernels) every
       128-bit load of a tile issued before the first is folded (cuobjdump's SASS);
   hiprtc (hip-python's hiprtc in Python worker processes): the gfx90a code object holds
       every kernel, built for 64-lane waves;

@@ -7,7 +7,7 @@
 #    "libhiprtc.so", so $ROCM_PATH/lib/libhiprtc.so points at libamdhip64.so.5;
 #  - .venv (scripts/setup-venv.sh) plus hip-python, the `gpuexec[hip]` binding, so the
 #    gates can drive hiprtc in-process. It is an extra, not a core dependency.
-#  - cuobjdump and the nvdisasm it runs (the sm_90 gate reads the hybrid kernels' SASS):
+#  - cuobjdump and the nvdisasm it runs (the sm_90 gate reads the per-wave kernels' SASS):
 #    where PATH has none, PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels of
 #    nvcc's major version, into .venv.
 # nvcc is expected on PATH already. The gates set HIP_PLATFORM=amd themselves (with nvcc

@@ -40,12 +40,12 @@ NUMBA_CUDA_MLIR = awkward_cuda_extras()
 OPS = [("sum", "reduce_sum"), ("prod", "reduce_prod"), ("min", "reduce_min"),
        ("max", "reduce_max"), ("count_nonzero", "reduce_countnonzero"),
        ("argmin", "reduce_argmin"), ("argmax", "reduce_argmax")]
-# "<strategy>-flat": the flattened kernels on every input; "<strategy>-tiled": as shipped
-# but short lists reduced by the tiled per-list kernel; "tiled": that kernel on every input;
-# "fused-hybrid": as shipped but lists above the short-list threshold reduced by the hybrid
-# kernel; "hybrid": that kernel on every input
-STRATEGIES = ["split", "fused", "split-flat", "fused-flat", "fused-tiled", "tiled",
-              "fused-hybrid", "hybrid", "naive"]
+# "<strategy>-flat": the flattened kernels on every input; "fused-per_thread_staged": as
+# shipped but short lists reduced by that per-list kernel; "per_thread_staged": that kernel
+# on every input; "fused-per_wave": as shipped but lists above the short-list threshold
+# reduced by the per_wave kernel; "per_wave": that kernel on every input
+STRATEGIES = ["split", "fused", "split-flat", "fused-flat", "fused-per_thread_staged",
+              "per_thread_staged", "fused-per_wave", "per_wave", "naive"]
 SPEEDUP_TARGET = 10  # x awkward "cuda", public calls, where awkward runs the op
 FLOOR_TARGET_US = 40  # median wall time of gk.sum on 1K device lists
 SHIPPED = ("split", "fused")  # the targets apply to the strategies as shipped
@@ -126,7 +126,7 @@ def main() -> int:
     ap.add_argument("--elements", type=int, default=100_000_000)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--no-tuning", action="store_true", help="skip the flattened kernels' launch-configuration variants "
-                         "(the hybrid kernel's launch bounds are still compared)")
+                         "(the per_wave kernel's launch bounds are still compared)")
     args = ap.parse_args()
     if args.smoke:
         args.elements, args.reps, args.no_tuning = min(args.elements, 1_000_000), 2, True
@@ -144,14 +144,15 @@ def main() -> int:
     from gpuexec.kernels.gpu.plan import PlanRequest
 
     def backend_of(label: str, launch=None) -> GPUBackend:
-        if label in ("tiled", "hybrid"):
+        if label in ("per_thread_staged", "per_wave"):
             return GPUBackend(plan=PlanRequest(strategy="fused", short_lists=float("inf"),
                                                launch=launch, per_list_kernel=label))
         return GPUBackend(plan=PlanRequest(
             strategy=label.split("-")[0], launch=launch,
             short_lists=0 if label.endswith("-flat") else None,
-            per_list_kernel="tiled" if label.endswith("-tiled") else None,
-            long_list_kernel=("hybrid" if label.endswith("-hybrid")
+            per_list_kernel=("per_thread_staged" if label.endswith("-per_thread_staged")
+                             else None),
+            long_list_kernel=("per_wave" if label.endswith("-per_wave")
                               else "flat" if label.endswith("-flat") else None)))
 
     backends = {s: backend_of(s) for s in STRATEGIES}
@@ -233,9 +234,10 @@ def main() -> int:
     tuning = []
     variants = () if args.no_tuning else (("fused", "min_blocks=2"), ("fused", "prefetch_tiles=4"),
                                           ("fused", "item_bytes=128"), ("split", "item_bytes=128"))
-    # the hybrid kernel's block and launch bound against the table's (12 blocks of 128)
-    variants += (("hybrid", "hybrid:block=256,min_blocks=5"), ("hybrid", "hybrid:min_blocks=12"),
-                 ("hybrid", "hybrid:block=64,min_blocks=20"))
+    # the per_wave kernel's block and launch bound against the table's (12 blocks of 128)
+    variants += (("per_wave", "per_wave:block=256,min_blocks=5"),
+                 ("per_wave", "per_wave:min_blocks=12"),
+                 ("per_wave", "per_wave:block=64,min_blocks=20"))
     for strategy, launch in variants:
         try:
             be = backend_of(strategy, launch)

@@ -15,7 +15,8 @@ N_LISTS = (1, 1000, 4_000_000)
 MEANS = (0.5, 1, 2, 3, 5, 7.9, 8, 12, 15.9, 16, 24, 32, 47.9, 48, 63.9, 64, 80, 100, 300, 2000)
 LONGEST = (None, "1.5x", 64, 65, 2000, 5000)
 N_LONG = (None, 0, 0.001, 0.01, 0.03, 0.2)
-LETTER = {None: "-", "naive": "n", "tiled": "t", "hybrid": "h", "staged": "s", "shared": "q"}
+LETTER = {None: "-", "per_thread": "t", "per_thread_staged": "T", "per_wave": "w",
+          "per_wave_staged": "W", "long_tail": "l"}
 FAMILY_SIZES = tuple((n, int(n * m)) for n in (1000, 24_400, 65_535, 65_536, 200_000,
                                                400_000, 800_000, 1_600_000, 4_000_000,
                                                20_000_000)
@@ -29,18 +30,14 @@ FORCED = {
     "naive": {"strategy": "naive"},
     "split-flat": {"strategy": "split", "short_lists": 0, "long_list_kernel": "flat"},
     "fused-flat": {"strategy": "fused", "short_lists": 0, "long_list_kernel": "flat"},
-    "per-list-naive": {"strategy": "fused", "short_lists": math.inf, "per_list_kernel": "naive"},
-    "per-list-tiled": {"strategy": "fused", "short_lists": math.inf, "per_list_kernel": "tiled"},
-    "per-list-hybrid": {"strategy": "fused", "short_lists": math.inf,
-                        "per_list_kernel": "hybrid"},
-    "per-list-staged": {"strategy": "fused", "short_lists": math.inf,
-                        "per_list_kernel": "staged"},
-    "per-list-shared": {"strategy": "fused", "short_lists": math.inf,
-                        "per_list_kernel": "shared"},
-    "long-hybrid": {"long_list_kernel": "hybrid"},
+    **{f"per-list-{kernel.replace('_', '-')}": {"strategy": "fused", "short_lists": math.inf,
+                                                 "per_list_kernel": kernel}
+       for kernel in ("per_thread", "per_thread_staged", "per_wave", "per_wave_staged",
+                      "long_tail")},
+    "long-per-wave": {"long_list_kernel": "per_wave"},
     "few-long-0": {"few_long": 0},
-    "tails-hybrid": {"tail_lists": "hybrid"},
-    "no-staged": {"staged_lists": ()},
+    "tails-per-wave": {"tail_lists": "per_wave"},
+    "no-per-wave-staged": {"per_wave_staged_lists": ()},
     "short-12": {"short_lists": {"sum:int64": 12, "*": 8}},
 }
 
@@ -100,12 +97,13 @@ PIN_PATH = os.path.join(os.path.dirname(__file__), "data", "gpu_policy_pin.json"
 
 
 def current() -> dict:
-    from gpuexec.kernels.gpu import strategies as S
+    from gpuexec.kernels.gpu.catalog import OPS
     from gpuexec.kernels.gpu.families import FAMILIES
+    from gpuexec.kernels.gpu.plan import plan_for
+    from gpuexec.kernels.gpu.units import compile_units
 
-    return pin(lambda arch, **kw: S.plan(arch, **kw),
-               [(op.device, op.dtypes) for op in S.OPS if op.dtypes],
-               [f.name for f in FAMILIES], S.compile_units)
+    return pin(plan_for, [(op.device, op.dtypes) for op in OPS if op.dtypes],
+               [f.name for f in FAMILIES], compile_units)
 
 
 if __name__ == "__main__":

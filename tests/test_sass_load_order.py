@@ -80,15 +80,15 @@ def test_the_gate_names_a_tile_folded_before_its_loads():
 
 
 def test_a_listing_is_split_by_function(tmp_path):
-    listing = ("\n\tcode for sm_90\n\t\tFunction : gk_a_hybrid\n" + _sass(["NOP"])
-               + "\n\t\tFunction : gk_b_hybrid\n" + _sass(["EXIT"]) + "\n")
+    listing = ("\n\tcode for sm_90\n\t\tFunction : gk_a_per_wave\n" + _sass(["NOP"])
+               + "\n\t\tFunction : gk_b_per_wave\n" + _sass(["EXIT"]) + "\n")
     tool = tmp_path / "cuobjdump"
     tool.write_text(f"#!/bin/sh\ncat <<'EOF'\n{listing}EOF\n")
     tool.chmod(0o755)
     funcs = kernels_sass(str(tool), "unused.cubin")
-    assert sorted(funcs) == ["gk_a_hybrid", "gk_b_hybrid"]
-    assert "NOP" in funcs["gk_a_hybrid"] and "EXIT" not in funcs["gk_a_hybrid"]
-    assert "EXIT" in funcs["gk_b_hybrid"]
+    assert sorted(funcs) == ["gk_a_per_wave", "gk_b_per_wave"]
+    assert "NOP" in funcs["gk_a_per_wave"] and "EXIT" not in funcs["gk_a_per_wave"]
+    assert "EXIT" in funcs["gk_b_per_wave"]
 
 
 def test_loads_with_cache_hints_are_128_bit_loads():

@@ -43,11 +43,11 @@ def test_per_list_kernel_choice():
     row = policy.arch_row("sm_90").per_list_kernels
     assert p.per_list_kernel("sum") == row.get("sum", row["*"])
     assert p.per_list_kernel("min") == row.get("min", row["*"])
-    assert P.plan_for("gfx90a").per_list_kernel("sum") == "naive"  # not measured on AMD: the plain port
-    tiled = P.plan_for("sm_90", per_list_kernel="tiled")
-    assert {tiled.per_list_kernel(op) for op in ("sum", "argmax")} == {"tiled"}
-    assert P.plan_for("gfx90a", per_list_kernel="tiled").per_list_kernel("min") == "tiled"
-    assert P.plan_for("gfx90a", per_list_kernel="naive").per_list_kernel("min") == "naive"
+    assert P.plan_for("gfx90a").per_list_kernel("sum") == "per_thread"  # not measured on AMD: the plain port
+    staged = P.plan_for("sm_90", per_list_kernel="per_thread_staged")
+    assert {staged.per_list_kernel(op) for op in ("sum", "argmax")} == {"per_thread_staged"}
+    assert P.plan_for("gfx90a", per_list_kernel="per_thread_staged").per_list_kernel("min") == "per_thread_staged"
+    assert P.plan_for("gfx90a", per_list_kernel="per_thread").per_list_kernel("min") == "per_thread"
     with pytest.raises(ValueError, match="per-list kernel"):
         P.plan_for("sm_90", per_list_kernel="warp")
     # "op:dtype" entries before the op's own and the row's "*"
@@ -58,111 +58,111 @@ def test_per_list_kernel_choice():
     assert set(naive) == set(C.PER_LIST_KERNELS)
 
 
-def test_tiled_kernel_by_width_and_size():
+def test_per_thread_staged_kernel_by_width_and_size():
     """Short lists: the H200 row stages float64 sums/products/extrema and int64 extrema in
-    shared memory (the tiled kernel) once the content outgrows L2; smaller content, int64
-    sums and 4-byte values run the naive kernel (device time, gpu_device_time_widths)."""
+    shared memory (per_thread_staged) once the content outgrows L2; smaller content, int64
+    sums and 4-byte values run the per_thread kernel (device time, gpu_device_time_widths)."""
     p = P.plan_for("sm_90")
     big, small = (2_000_000, 10_000_000), (200_000, 1_000_000)  # lists, elements: mean 5
     for op in ("sum", "prod", "min", "max"):
-        assert p.per_list_role(op, *big, "float64") == "tiled"
-        assert p.per_list_role(op, *small, "float64") == "naive"
-        assert p.per_list_role(op, *big, "float32") == "naive"
-        assert p.per_list_role(op, *big, "int32") == "naive"
-    assert p.per_list_role("max", *big, "int64") == "tiled"
-    assert p.per_list_role("sum", *big, "int64") == "naive"
-    assert p.per_list_role("argmax", *big, "float64") == "naive"
+        assert p.per_list_role(op, *big, "float64") == "per_thread_staged"
+        assert p.per_list_role(op, *small, "float64") == "per_thread"
+        assert p.per_list_role(op, *big, "float32") == "per_thread"
+        assert p.per_list_role(op, *big, "int32") == "per_thread"
+    assert p.per_list_role("max", *big, "int64") == "per_thread_staged"
+    assert p.per_list_role("sum", *big, "int64") == "per_thread"
+    assert p.per_list_role("argmax", *big, "float64") == "per_thread"
     # the bound is in bytes: 8M float64 elements are 64 MB
-    assert p.per_list_role("sum", 1_600_000, 8_000_000, "float64") == "tiled"
-    assert p.per_list_role("sum", 1_600_000, 7_999_999, "float64") == "naive"
+    assert p.per_list_role("sum", 1_600_000, 8_000_000, "float64") == "per_thread_staged"
+    assert p.per_list_role("sum", 1_600_000, 7_999_999, "float64") == "per_thread"
     rule = p.per_list_rule("sum", "float64")
-    assert (rule.short, rule.short_from) == ("tiled", 64_000_000)
+    assert (rule.short, rule.short_from) == ("per_thread_staged", 64_000_000)
     rule = p.per_list_rule("sum", "float32")
-    assert (rule.short, rule.short_from) == ("naive", 0)
+    assert (rule.short, rule.short_from) == ("per_thread", 0)
     # a per-list kernel the caller names runs on every input (no bound)
-    for forced in (P.plan_for("sm_90", per_list_kernel="tiled"),
-                   P.plan_for("sm_90", strategy="split", per_list_kernel="tiled")):
-        assert forced.per_list_role("sum", *small, "float32") == "tiled"
-    request = P.PlanRequest(per_list_kernel="tiled")
-    assert P.plan_for("sm_90", request).per_list_role("min", *small, "int8") == "tiled"
+    for forced in (P.plan_for("sm_90", per_list_kernel="per_thread_staged"),
+                   P.plan_for("sm_90", strategy="split", per_list_kernel="per_thread_staged")):
+        assert forced.per_list_role("sum", *small, "float32") == "per_thread_staged"
+    request = P.PlanRequest(per_list_kernel="per_thread_staged")
+    assert P.plan_for("sm_90", request).per_list_role("min", *small, "int8") == "per_thread_staged"
     # not measured on AMD: the plain port everywhere
-    assert P.plan_for("gfx90a", per_list_kernel=None).tiled_from_bytes == 0
+    assert P.plan_for("gfx90a", per_list_kernel=None).per_thread_staged_from_bytes == 0
 
 
 def test_long_list_kernel_choice():
     """Above the short-list threshold the row's long-list kernel decides: the strategy's
-    flattened passes (``flat``, per_list_role None) or the naive unit's hybrid kernel."""
+    flattened passes (``flat``, per_list_role None) or the per_wave kernel."""
     flat = P.plan_for("sm_90", long_list_kernel="flat")
-    hybrid = P.plan_for("sm_90", long_list_kernel="hybrid")
+    per_wave = P.plan_for("sm_90", long_list_kernel="per_wave")
     below = int(1000 * flat.short_lists["*"]) - 1
     above = int(1000 * flat.short_lists["*"]) * 10
     assert flat.per_list_role("sum", 1000, below) == flat.per_list_kernel("sum")
     assert flat.per_list_role("sum", 1000, above) is None
-    assert hybrid.per_list_role("sum", 1000, below) == hybrid.per_list_kernel("sum")
-    assert hybrid.per_list_role("sum", 1000, above) == "hybrid"
-    assert hybrid.per_list_role("sum", 0, 0) is None
+    assert per_wave.per_list_role("sum", 1000, below) == per_wave.per_list_kernel("sum")
+    assert per_wave.per_list_role("sum", 1000, above) == "per_wave"
+    assert per_wave.per_list_role("sum", 0, 0) is None
     # the naive strategy is per list already; split follows the same rule as fused
-    assert P.plan_for("sm_90", strategy="naive", long_list_kernel="hybrid").per_list_role("sum", 10, 10**6) is None
-    assert P.plan_for("sm_90", strategy="split", long_list_kernel="hybrid").per_list_role("sum", 10, 10**6) == "hybrid"
+    assert P.plan_for("sm_90", strategy="naive", long_list_kernel="per_wave").per_list_role("sum", 10, 10**6) is None
+    assert P.plan_for("sm_90", strategy="split", long_list_kernel="per_wave").per_list_role("sum", 10, 10**6) == "per_wave"
     # the naive unit is loaded ahead where some input may use it
-    assert hybrid.uses_per_list_unit("argmax")
-    assert P.plan_for("sm_90", short_lists=0, long_list_kernel="hybrid").uses_per_list_unit("sum")
+    assert per_wave.uses_per_list_unit("argmax")
+    assert P.plan_for("sm_90", short_lists=0, long_list_kernel="per_wave").uses_per_list_unit("sum")
     assert not P.plan_for("sm_90", short_lists=0, long_list_kernel="flat").uses_per_list_unit("sum")
-    assert hybrid.per_list_plan().strategy.name == "naive"
-    request = P.PlanRequest(long_list_kernel="hybrid")
-    assert P.plan_for("gfx90a", request).long_list_kernel("min") == "hybrid"
+    assert per_wave.per_list_plan().strategy.name == "naive"
+    request = P.PlanRequest(long_list_kernel="per_wave")
+    assert P.plan_for("gfx90a", request).long_list_kernel("min") == "per_wave"
     assert P.plan_for("gfx90a", long_list_kernel="flat").long_list_kernel("min") == "flat"
     with pytest.raises(ValueError, match="long-list kernel"):
-        P.plan_for("sm_90", long_list_kernel="tiled")
+        P.plan_for("sm_90", long_list_kernel="per_thread_staged")
 
 
-def test_hybrid_kernel_gets_its_own_launch_bound():
+def test_per_wave_kernel_gets_its_own_launch_bound():
     p = P.plan_for("sm_90").per_list_plan()
     unit = units.unit_for(p, C.OPS_BY_CONTRACT["reduce_min"])
-    assert unit.defines["GK_HYBRID_MIN_BLOCKS"] == p.launch_of("hybrid", "min").min_blocks
-    # and its own block size, apart from the unit's (naive, tiled)
-    assert unit.defines["GK_HYBRID_BLOCK"] == p.launch_of("hybrid", "min").block
-    assert unit.defines["GK_BLOCK"] == p.launch_of("naive", "min").block
-    assert P.plan_for("sm_90", launch="hybrid:block=64").per_list_plan().launch_of("hybrid").block == 64
-    assert "gk_min_float64_hybrid" in unit.kernels
-    assert "vector_load_128" in unit.promises["gk_min_float64_hybrid"]
+    assert unit.defines["GK_PER_WAVE_MIN_BLOCKS"] == p.launch_of("per_wave", "min").min_blocks
+    # and its own block size, apart from the unit's (per_thread, per_thread_staged)
+    assert unit.defines["GK_PER_WAVE_BLOCK"] == p.launch_of("per_wave", "min").block
+    assert unit.defines["GK_BLOCK"] == p.launch_of("per_thread", "min").block
+    assert P.plan_for("sm_90", launch="per_wave:block=64").per_list_plan().launch_of("per_wave").block == 64
+    assert "gk_min_float64_per_wave" in unit.kernels
+    assert "vector_load_128" in unit.promises["gk_min_float64_per_wave"]
     # on NVIDIA the SASS gate also holds it to issuing a tile's loads before its folds (the
-    # staged kernel's copy loop stores each load to shared memory: not promised; CDNA rows
-    # do not run the hybrid kernel and have no SASS)
-    assert "tile_loads_first" in unit.promises["gk_min_float64_hybrid"]
-    assert "tile_loads_first" not in unit.promises["gk_min_float64_staged"]
-    # the shared kernel streams with the same loop: same promises, its own block and bound
-    assert {"vector_load_128", "tile_loads_first"} <= unit.promises["gk_min_float64_shared"]
+    # per_wave_staged's copy loop stores each load to shared memory: not promised; CDNA rows
+    # do not run the per_wave kernel and have no SASS)
+    assert "tile_loads_first" in unit.promises["gk_min_float64_per_wave"]
+    assert "tile_loads_first" not in unit.promises["gk_min_float64_per_wave_staged"]
+    # the long_tail kernel streams with the same loop: same promises, its own block and bound
+    assert {"vector_load_128", "tile_loads_first"} <= unit.promises["gk_min_float64_long_tail"]
     for u, op in ((unit, "min"), (units.unit_for(p, C.OPS_BY_CONTRACT["reduce_argmax"]), "argmax")):
-        assert u.defines["GK_SHARED_BLOCK"] == p.launch_of("shared", op).block
-        assert u.defines["GK_SHARED_MIN_BLOCKS"] == p.launch_of("shared", op).min_blocks
-    assert p.launch_of("shared", "argmax") != p.launch_of("shared", "min")
+        assert u.defines["GK_LONG_TAIL_BLOCK"] == p.launch_of("long_tail", op).block
+        assert u.defines["GK_LONG_TAIL_MIN_BLOCKS"] == p.launch_of("long_tail", op).min_blocks
+    assert p.launch_of("long_tail", "argmax") != p.launch_of("long_tail", "min")
     cdna = units.unit_for(P.plan_for("gfx90a").per_list_plan(), C.OPS_BY_CONTRACT["reduce_min"])
-    assert "tile_loads_first" not in cdna.promises["gk_min_float64_hybrid"]
+    assert "tile_loads_first" not in cdna.promises["gk_min_float64_per_wave"]
     # the lanes' read layout and tile width are compiled in, per op, and overridable
     arg = units.unit_for(p, C.OPS_BY_CONTRACT["reduce_argmax"])
     for u, op in ((unit, "min"), (arg, "argmax")):
-        assert u.defines["GK_HYBRID_INTERLEAVE"] == p.launch_of("hybrid", op).interleave == 1
-        assert u.defines["GK_HYBRID_ITEM_BYTES"] == p.launch_of("hybrid", op).item_bytes
-        assert u.defines["GK_HYBRID_SHORT_BATCH"] == p.launch_of("hybrid", op).short_batch == 8
-        assert u.defines["GK_HYBRID_GROUP"] == p.launch_of("hybrid", op).group == 8
-    stretch = P.plan_for("sm_90", launch="hybrid:interleave=0").per_list_plan()
-    assert units.unit_for(stretch, C.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_INTERLEAVE"] == 0
+        assert u.defines["GK_PER_WAVE_INTERLEAVE"] == p.launch_of("per_wave", op).interleave == 1
+        assert u.defines["GK_PER_WAVE_ITEM_BYTES"] == p.launch_of("per_wave", op).item_bytes
+        assert u.defines["GK_PER_WAVE_SHORT_BATCH"] == p.launch_of("per_wave", op).short_batch == 8
+        assert u.defines["GK_PER_WAVE_GROUP"] == p.launch_of("per_wave", op).group == 8
+    stretch = P.plan_for("sm_90", launch="per_wave:interleave=0").per_list_plan()
+    assert units.unit_for(stretch, C.OPS_BY_CONTRACT["reduce_min"]).defines["GK_PER_WAVE_INTERLEAVE"] == 0
     with pytest.raises(ValueError, match="interleave"):
         C.Launch(interleave=2)
     with pytest.raises(ValueError, match="short_batch"):
         C.Launch(short_batch=3)
-    whole = P.plan_for("sm_90", launch="hybrid:group=1").per_list_plan()
-    assert units.unit_for(whole, C.OPS_BY_CONTRACT["reduce_min"]).defines["GK_HYBRID_GROUP"] == 1
+    whole = P.plan_for("sm_90", launch="per_wave:group=1").per_list_plan()
+    assert units.unit_for(whole, C.OPS_BY_CONTRACT["reduce_min"]).defines["GK_PER_WAVE_GROUP"] == 1
     with pytest.raises(ValueError, match="group"):
         C.Launch(group=3)
 
 
 def test_launch_overrides_and_block_rule():
-    assert P.plan_for("sm_90", launch="fused:block=512").launch_of("fused").block == 512
-    assert P.plan_for("sm_90", launch={"fused": {"block": 512}}).launch_of("fused").block == 512
+    assert P.plan_for("sm_90", launch="flat_fused:block=512").launch_of("flat_fused").block == 512
+    assert P.plan_for("sm_90", launch={"flat_fused": {"block": 512}}).launch_of("flat_fused").block == 512
     with pytest.raises(ValueError, match="unknown field"):
-        P.plan_for("sm_90", launch="fused:blocks=512")
+        P.plan_for("sm_90", launch="flat_fused:blocks=512")
     with pytest.raises(ValueError, match="multiple of 64"):
         C.Launch(block=96)
 
@@ -206,7 +206,7 @@ def test_small_inputs_run_the_per_list_kernels_where_the_h200_measured_them_fast
         assert p.family_runs_per_list("sort", *small) and p.family_runs_per_list("sort", *mid)
         assert not p.family_runs_per_list("sort", *many)
         assert not p.family_runs_per_list("sort", *long_lists)
-        # local_index by size alone: naive below 6M elements, split's below 12M
+        # local_index by size alone: per list below 6M elements, split's below 12M
         assert p.family_runs_per_list("local_index", *many)
         assert p.family_runs_per_list("local_index", *long_lists)
         assert not p.family_runs_per_list("local_index", 3_200_000, 16_000_000)
@@ -234,92 +234,92 @@ def test_small_inputs_run_the_per_list_kernels_where_the_h200_measured_them_fast
     assert not P.plan_for("sm_90", short_lists=0).family_runs_per_list("sort", *small)
 
 
-def test_staged_kernel_band():
-    """On the mean lengths of the row's ``staged_lists`` band the hybrid kernel's staged
-    variant runs, around it the hybrid one; ops whose long lists run the flattened passes
-    never stage; ``staged_lists`` and per-(op, dtype) ``short_lists`` overrides."""
+def test_per_wave_staged_kernel_band():
+    """On the mean lengths of the row's ``per_wave_staged_lists`` band the per_wave_staged
+    kernel runs, around it the per_wave one; ops whose long lists run the flattened passes
+    never stage; ``per_wave_staged_lists`` and per-(op, dtype) ``short_lists`` overrides."""
     p = P.plan_for("sm_90")
-    lo, hi = p.staged_lists["*"]
+    lo, hi = p.per_wave_staged_lists["*"]
     n = 10_000
-    assert p.per_list_role("sum", n, int(n * lo), "float64") == "staged"
-    assert p.per_list_role("sum", n, int(n * hi) - 1, "float64") == "staged"
-    assert p.per_list_role("sum", n, int(n * hi), "float64") == "hybrid"
+    assert p.per_list_role("sum", n, int(n * lo), "float64") == "per_wave_staged"
+    assert p.per_list_role("sum", n, int(n * hi) - 1, "float64") == "per_wave_staged"
+    assert p.per_list_role("sum", n, int(n * hi), "float64") == "per_wave"
     assert p.short_list_threshold("sum") < lo
-    assert p.per_list_role("sum", n, int(n * lo) - 1, "float64") == "hybrid"
-    assert p.per_list_role("argmax", n, int(n * lo) - 1, "float64") == "naive"
-    assert p.per_list_role("argmax", n, int(n * lo), "int64") == "staged"
+    assert p.per_list_role("sum", n, int(n * lo) - 1, "float64") == "per_wave"
+    assert p.per_list_role("argmax", n, int(n * lo) - 1, "float64") == "per_thread"
+    assert p.per_list_role("argmax", n, int(n * lo), "int64") == "per_wave_staged"
     assert p.per_list_role("any", n, n * 20, "bool") is None  # flattened long lists
-    assert P.plan_for("sm_90", staged_lists=()).per_list_role("sum", n, n * 20) == "hybrid"
-    forced = P.plan_for("sm_90", staged_lists=(0, math.inf))
-    assert forced.per_list_role("sum", n, n * 200) == "staged"
+    assert P.plan_for("sm_90", per_wave_staged_lists=()).per_list_role("sum", n, n * 20) == "per_wave"
+    forced = P.plan_for("sm_90", per_wave_staged_lists=(0, math.inf))
+    assert forced.per_list_role("sum", n, n * 200) == "per_wave_staged"
     assert forced.uses_per_list_unit("sum")
-    assert P.plan_for("gfx90a").staged_lists == {}  # not measured on AMD
+    assert P.plan_for("gfx90a").per_wave_staged_lists == {}  # not measured on AMD
     q = P.plan_for("sm_90", short_lists={"sum:int64": 12, "*": 8})
-    assert q.per_list_role("sum", n, n * 10, "int64") == "naive"
-    assert q.per_list_role("sum", n, n * 10, "int32") == "hybrid"
+    assert q.per_list_role("sum", n, n * 10, "int64") == "per_thread"
+    assert q.per_list_role("sum", n, n * 10, "int32") == "per_wave"
     assert q.family_per_list  # a table of thresholds keeps the families' windows
 
 
 def test_the_longest_list_moves_the_short_list_rule():
-    """Where the longest list is known, the tiled kernel's threshold moves up when no list
+    """Where the longest list is known, the per_thread_staged kernel's threshold moves up when no list
     is far above the mean, and a long tail sends every mean length to the long-list
     kernel (no list per thread, no staging), or to the row's kernel for long tails (the
-    shared one) where the offsets check counted enough long lists; unknown, the mean
+    long_tail one) where the offsets check counted enough long lists; unknown, the mean
     decides as before."""
     p = P.plan_for("sm_90")
-    n = 4_000_000  # float64 content from 20M elements: past the tiled kernel's 64 MB
+    n = 4_000_000  # float64 content from 20M elements: past the per_thread_staged kernel's 64 MB
     rule = p.per_list_rule("sum", "float64")
-    assert rule.bounded > rule.below and rule.short == "tiled"
+    assert rule.bounded > rule.below and rule.short == "per_thread_staged"
     mean = 24
-    assert p.per_list_role("sum", n, mean * n, "float64") == "staged"  # the mean alone
-    assert p.per_list_role("sum", n, mean * n, "float64", longest=60) == "tiled"
-    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000) == "hybrid"
+    assert p.per_list_role("sum", n, mean * n, "float64") == "per_wave_staged"  # the mean alone
+    assert p.per_list_role("sum", n, mean * n, "float64", longest=60) == "per_thread_staged"
+    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000) == "per_wave"
     # below the mean threshold: one thread per list unless a long tail
-    assert p.per_list_role("argmax", n, 13 * n, "float64") == "naive"
-    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=40) == "naive"
-    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000) == "hybrid"
-    assert p.per_list_role("sum", n, 5 * n, "float64", longest=64) == "tiled"  # the floor
-    assert p.per_list_role("sum", n, 5 * n, "float64", longest=65) == "hybrid"
-    # naive short kernels (int64 sum; small content) keep the mean threshold
-    assert p.per_list_role("sum", n, 12 * n, "int64", longest=30) == "hybrid"
-    assert p.per_list_role("sum", 1000, 24_000, "float64", longest=30) == "staged"
+    assert p.per_list_role("argmax", n, 13 * n, "float64") == "per_thread"
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=40) == "per_thread"
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000) == "per_wave"
+    assert p.per_list_role("sum", n, 5 * n, "float64", longest=64) == "per_thread_staged"  # the floor
+    assert p.per_list_role("sum", n, 5 * n, "float64", longest=65) == "per_wave"
+    # per_thread short kernels (int64 sum; small content) keep the mean threshold
+    assert p.per_list_role("sum", n, 12 * n, "int64", longest=30) == "per_wave"
+    assert p.per_list_role("sum", 1000, 24_000, "float64", longest=30) == "per_wave_staged"
     # an override of the thresholds holds for every kernel
     assert P.plan_for("sm_90", short_lists=8).per_list_role("sum", n, mean * n, "float64",
-                                                        longest=60) == "staged"
+                                                        longest=60) == "per_wave_staged"
     # long lists counted: a few, holding a small share of the elements, are no long tail;
-    # the tiled kernel bears a larger share than one thread per list from global memory
+    # the per_thread_staged kernel bears a larger share than one thread per list from global memory
     few = int(p.tail[2] * 13 * n / 2000)
-    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000, n_long=few) == "naive"
+    assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000, n_long=few) == "per_thread"
     assert p.per_list_role("argmax", n, 13 * n, "float64", longest=2000,
-                           n_long=few + 1) == "hybrid"
+                           n_long=few + 1) == "per_wave"
     assert p.tail[3] > p.tail[2]
-    assert p.per_list_role("max", n, 13 * n, "float64", longest=2000, n_long=few + 1) == "tiled"
-    few_tiled = int(p.tail[3] * 13 * n / 2000)
+    assert p.per_list_role("max", n, 13 * n, "float64", longest=2000, n_long=few + 1) == "per_thread_staged"
+    few_staged = int(p.tail[3] * 13 * n / 2000)
     assert p.per_list_role("max", n, 13 * n, "float64", longest=2000,
-                           n_long=few_tiled + 1) == "hybrid"
-    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000, n_long=3) == "tiled"
+                           n_long=few_staged + 1) == "per_wave"
+    assert p.per_list_role("sum", n, mean * n, "float64", longest=5000, n_long=3) == "per_thread_staged"
     assert P.plan_for("sm_90", few_long=0).per_list_role("sum", n, mean * n, "float64",
-                                                     longest=5000, n_long=3) == "hybrid"
-    # many long lists: a block's waves share them (the shared kernel), from the row's share
+                                                     longest=5000, n_long=3) == "per_wave"
+    # many long lists: a block's waves share them (the long_tail kernel), from the row's share
     many = math.ceil(p.tail_from * n)
     assert p.tail_from > 0
     for fname, total in (("argmax", 13 * n), ("sum", mean * n), ("max", 13 * n)):
         assert p.per_list_role(fname, n, total, "float64", longest=2000,
-                               n_long=many) == "shared"
+                               n_long=many) == "long_tail"
         assert p.per_list_role(fname, n, total, "float64", longest=2000,
-                               n_long=many - 1) == "hybrid"
+                               n_long=many - 1) == "per_wave"
     # the kernel of a long tail: a table entry or one for all (on every tail), never an
     # unknown one
-    assert P.plan_for("sm_90", tail_lists="hybrid").per_list_role(
-        "sum", n, mean * n, "float64", longest=5000, n_long=many) == "hybrid"
-    assert P.plan_for("sm_90", tail_lists={"argmax": "shared"}).per_list_role(
-        "argmax", n, 13 * n, "float64", longest=2000) == "shared"
+    assert P.plan_for("sm_90", tail_lists="per_wave").per_list_role(
+        "sum", n, mean * n, "float64", longest=5000, n_long=many) == "per_wave"
+    assert P.plan_for("sm_90", tail_lists={"argmax": "long_tail"}).per_list_role(
+        "argmax", n, 13 * n, "float64", longest=2000) == "long_tail"
     # a streaming kernel named by the caller holds for long tails too; a per-list one not
-    for forced, want in (("hybrid", "hybrid"), ("shared", "shared"), ("tiled", "hybrid")):
+    for forced, want in (("per_wave", "per_wave"), ("long_tail", "long_tail"), ("per_thread_staged", "per_wave")):
         assert P.plan_for("sm_90", per_list_kernel=forced).per_list_role(
             "argmax", n, 13 * n, "float64", longest=2000) == want
     with pytest.raises(ValueError, match="long-tail kernel"):
-        P.plan_for("sm_90", tail_lists="staged")
+        P.plan_for("sm_90", tail_lists="per_wave_staged")
 
 
 # -- the policy pinned, and the properties of every row ----------------------------------
@@ -380,10 +380,10 @@ def test_every_policy_row_is_valid(row):
                          (row.long_list_kernels, C.LONG_LIST_KERNELS),
                          (row.tail_lists, C.TAIL_KERNELS)):
         assert set(table.values()) <= set(known) and _op_keys_valid(table) == []
-    for table in (row.short_lists, row.staged_lists, row.tiled_lists):
+    for table in (row.short_lists, row.per_wave_staged_lists, row.per_thread_staged_lists):
         assert _op_keys_valid(table) == []
-    assert all(0 <= lo <= hi for lo, hi in row.staged_lists.values())
-    assert all(v >= 0 for v in (*row.short_lists.values(), *row.tiled_lists.values()))
+    assert all(0 <= lo <= hi for lo, hi in row.per_wave_staged_lists.values())
+    assert all(v >= 0 for v in (*row.short_lists.values(), *row.per_thread_staged_lists.values()))
     for family, windows in row.family_per_list.items():
         assert family in BY_NAME
         for w in windows if isinstance(windows, tuple) else (windows,):
@@ -401,9 +401,9 @@ def test_every_kernel_the_policy_names_is_compiled(arch):
     for op in C.OPS:
         for dt in op.dtypes:
             rule = p.per_list_rule(op.device, dt)
-            named = {rule.short, "naive", *p.strategy.passes}
+            named = {rule.short, "per_thread", *p.strategy.passes}
             named |= {k for k in (rule.long, rule.tail) if k}
-            named |= {"staged"} if rule.staged_below > rule.staged_from else set()
+            named |= {"per_wave_staged"} if rule.staged_below > rule.staged_from else set()
             for role in named:
                 name = "gk_partition" if role == "partition" else f"gk_{op.device}_{dt}_{role}"
                 assert name in compiled, (arch, name)
@@ -412,10 +412,10 @@ def test_every_kernel_the_policy_names_is_compiled(arch):
 @pytest.mark.parametrize("arch", ["gfx90a", "sm_90"])
 def test_lists_leave_the_per_thread_kernels_once_as_they_grow(arch):
     """For a fixed list count, as the mean length grows (or, at a fixed mean, the longest
-    list), a reduction leaves the one-list-per-thread kernels (naive, tiled) at most once
+    list), a reduction leaves the one-list-per-thread kernels (per_thread, per_thread_staged) at most once
     and never comes back."""
     p = P.plan_for(arch)
-    per_thread = {"naive", "tiled"}
+    per_thread = {"per_thread", "per_thread_staged"}
     means = [0.5 * 1.25 ** k for k in range(40)]
     for op in C.OPS:
         for dt in op.dtypes:
@@ -429,3 +429,20 @@ def test_lists_leave_the_per_thread_kernels_once_as_they_grow(arch):
                 picks = [choose(n, 12 * n, 12 * n * size, longest) in per_thread
                          for longest in (12, 24, 64, 65, 200, 2000, 20_000)]
                 assert picks == sorted(picks, reverse=True), (op.device, dt, n)
+
+
+def test_runtime_ships_every_header_the_sources_include():
+    """NVRTC/hiprtc get the headers by name (runtime.HEADERS, hashed into the module cache
+    key): every header a kernel source includes is among them, and each one exists."""
+    import glob
+    import os
+    import re
+
+    from gpuexec.kernels.gpu import runtime
+
+    included = set()
+    for path in glob.glob(os.path.join(C.SRC_DIR, "*.cu*")):
+        with open(path) as f:
+            included |= set(re.findall(r'^\s*#include "([^"]+)"', f.read(), re.M))
+    assert included <= set(runtime.HEADERS), included - set(runtime.HEADERS)
+    assert all(os.path.isfile(os.path.join(C.SRC_DIR, h)) for h in runtime.HEADERS)

@@ -1,7 +1,7 @@
 """NVIDIA SASS read for the order of 128-bit loads (cuobjdump; no GPU needed).
 
-The hybrid reduction kernel streams a long list in wave-tiles: each lane loads its
-vectors of a tile, then folds them. Only the first fold waits for memory when every
+The per_wave and long_tail reduction kernels stream a long list in wave-tiles: each
+lane loads its vectors of a tile, then folds them. Only the first fold waits for memory when every
 load of the tile is issued before it; ptxas decides that order, and an innocent change
 of the source can flip it (moving the batch body into its own
 function left the float64 sum streaming one vector, folding it, then loading the other

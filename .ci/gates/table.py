@@ -46,11 +46,25 @@ def provenance() -> dict:
                         "cores": os.cpu_count()}}
 
 
+_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+           "float32", "float64", "bool"}
+
+
+def kernel_role(kernel: str) -> str:
+    """gk_<op>_<dtype>_<role> -> role (roles and ops hold "_" too)."""
+    parts = kernel.split("_")
+    for i in range(len(parts) - 2, 1, -1):
+        if parts[i] in _DTYPES:
+            return "_".join(parts[i + 1:])
+    return parts[-1]
+
+
 def summary(rows: list[dict]) -> list[str]:
-    """Ranges per arch and kernel role (the last part of the kernel name: split, fixup...)."""
+    """Ranges per arch and kernel role (what follows the dtype in the kernel name:
+    flat_split, per_wave...; the last part for kernels without a dtype)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["arch"], r["kernel"].rsplit("_", 1)[-1]), []).append(r)
+        groups.setdefault((r["arch"], kernel_role(r["kernel"])), []).append(r)
     out = ["", "## Summary by arch and kernel role", "",
            "| arch | role | kernels | registers (VGPRs / regs per thread) | LDS B "
            "| occupancy | with scratch or spills |", "|---|---|---:|---|---:|---|---:|"]

@@ -38,16 +38,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 _backends: dict = {}
-# the hybrid kernel's test strategies: launch fields over the table's own
-HYBRID_LAUNCH = {"hybrid": "", "hybrid-ordered": "lane_fold=0",
-                 "hybrid-stretch": "interleave=0", "hybrid-whole-wave": "group=1",
-                 "hybrid-group4": "group=4,interleave=0",
-                 # the staged kernel: chunks of 512 bytes (several per batch of the test
+# the per-wave kernels' test strategies: launch fields over the table's own
+PER_WAVE_LAUNCH = {"per-wave": "", "per-wave-ordered": "lane_fold=0",
+                 "per-wave-stretch": "interleave=0", "per-wave-whole-wave": "group=1",
+                 "per-wave-group4": "group=4,interleave=0",
+                 # per_wave_staged: chunks of 512 bytes (several per batch of the test
                  # arrays), every batch staged unless it holds a list over 16
-                 "hybrid-staged": "stage_bytes=512,stage_min=0,stage_max=16",
-                 # the shared kernel (streamed lists through the block's queue), the
+                 "per-wave-staged": "stage_bytes=512,stage_min=0,stage_max=16",
+                 # long_tail (streamed lists through the block's queue), the
                  # table's launch
-                 "hybrid-shared": ""}
+                 "long-tail": ""}
 
 
 @pytest.fixture(scope="session")
@@ -55,30 +55,31 @@ def gpu_backend_factory():
     """GPUBackend per strategy, created once per test run (modules compile once). The
     strategy's own kernels run on every input: ``short_lists=0`` and
     ``long_list_kernel="flat"`` turn off the table's per-list mappings (which have their
-    own test), so the test arrays exercise the flattened kernels; "per-list" runs the
-    tiled one-list-per-thread kernel on every input instead, "hybrid" the hybrid kernel
+    own test), so the test arrays exercise the flattened kernels; "per-thread-staged"
+    runs the per_thread_staged kernel on every input instead, "per-wave" the per_wave kernel
     (short lists one per lane, medium ones by groups of lanes, longer ones by the whole wave,
-    each lane folding its share of a list's tiles), "hybrid-ordered" the hybrid kernel with
+    each lane folding its share of a list's tiles), "per-wave-ordered" the per_wave kernel with
     one ordered wave reduction per tile (``lane_fold=0``, what the lane-folded kernel falls
-    back to for min/max of floats at zero), "hybrid-stretch" the lane-folded kernel whose lanes read a contiguous
+    back to for min/max of floats at zero), "per-wave-stretch" the lane-folded kernel whose lanes read a contiguous
     stretch of each tile each (``interleave=0``; the table's rows interleave them),
-    "hybrid-whole-wave" the whole wave streaming medium lists too (``group=1``; the table
-    gives them 8 lanes each), "hybrid-group4" medium lists 4 lanes each, longer ones
-    read in stretches, "hybrid-staged" the staged kernel (batches of lists read
-    through shared memory, ``stage_bytes``) and "hybrid-shared" the shared kernel (the
+    "per-wave-whole-wave" the whole wave streaming medium lists too (``group=1``; the table
+    gives them 8 lanes each), "per-wave-group4" medium lists 4 lanes each, longer ones
+    read in stretches, "per-wave-staged" per_wave_staged (batches of lists read
+    through shared memory, ``stage_bytes``) and "long-tail" the long_tail kernel (the
     lists a wave would stream queued in the block's shared memory, taken by any wave)."""
     from gpuexec.kernels.gpu.backend import GPUBackend
     from gpuexec.kernels.gpu.plan import PlanRequest
 
     def make(strategy: str):
         if strategy not in _backends:
-            if strategy in ("per-list",) + tuple(HYBRID_LAUNCH):  # a naive-unit kernel
-                kernel = {"per-list": "tiled", "hybrid-staged": "staged",
-                          "hybrid-shared": "shared"}.get(strategy, "hybrid")
+            if strategy in ("per-thread-staged",) + tuple(PER_WAVE_LAUNCH):  # a per-list kernel
+                kernel = {"per-thread-staged": "per_thread_staged",
+                          "per-wave-staged": "per_wave_staged",
+                          "long-tail": "long_tail"}.get(strategy, "per_wave")
                 launch = None
-                if HYBRID_LAUNCH.get(strategy):
-                    launch = ";".join(f"{role}:{HYBRID_LAUNCH[strategy]}" for role in
-                                      ("hybrid", "hybrid:argmin", "hybrid:argmax"))
+                if PER_WAVE_LAUNCH.get(strategy):
+                    launch = ";".join(f"{role}:{PER_WAVE_LAUNCH[strategy]}" for role in
+                                      ("per_wave", "per_wave:argmin", "per_wave:argmax"))
                 _backends[strategy] = GPUBackend(plan=PlanRequest(
                     strategy="fused", short_lists=float("inf"), per_list_kernel=kernel,
                     launch=launch))

@@ -1,9 +1,9 @@
 """Differential tests of the GPU reductions against awkward on the host: every public
-reduction x dtype x layout x strategy (split, fused, naive, "per-list": the tiled
-one-list-per-thread kernel the flattened strategies may use for short lists, and "hybrid":
+reduction x dtype x layout x strategy (split, fused, naive, "per-thread-staged": the staged
+one-list-per-thread kernel the flattened strategies may use for short lists, and "per-wave":
 short lists one per lane, medium ones by groups of lanes, longer ones streamed by the wave,
-with its "hybrid-ordered", "hybrid-stretch", "hybrid-whole-wave", "hybrid-group4" and
-"hybrid-staged" and "hybrid-shared" variants, conftest.HYBRID_LAUNCH). Integers, counts, min/max and
+with its "per-wave-ordered", "per-wave-stretch", "per-wave-whole-wave", "per-wave-group4" and
+"per-wave-staged" and "long-tail" variants, conftest.PER_WAVE_LAUNCH). Integers, counts, min/max and
 arg-reductions must be identical (values, types, option structure); float sum/prod agree
 within the summation error bound |got - want| <= n * eps * sum|x| (prod: n * eps * |want|)
 per list. Lists on which the bound is undefined (sum|x| overflows; a product whose partial
@@ -24,9 +24,9 @@ from tests.jagged import ALL_DTYPES, LAYOUTS, assert_same, build, jagged, random
 
 pytestmark = pytest.mark.gpu
 
-STRATEGIES = ["split", "fused", "naive", "per-list", "hybrid", "hybrid-ordered",
-              "hybrid-stretch", "hybrid-whole-wave", "hybrid-group4", "hybrid-staged",
-              "hybrid-shared"]
+STRATEGIES = ["split", "fused", "naive", "per-thread-staged", "per-wave", "per-wave-ordered",
+              "per-wave-stretch", "per-wave-whole-wave", "per-wave-group4", "per-wave-staged",
+              "long-tail"]
 FUNCS = ["sum", "prod", "min", "max", "argmin", "argmax", "count", "count_nonzero", "any", "all"]
 
 
@@ -197,11 +197,11 @@ def test_extreme_values_and_nan_in_every_position(fname, dtype, strategy, gpu_ba
     check(fname, _worst_case_lists(dtype), gpu_backend_factory(strategy))
 
 
-# -- the shared kernel's queue: blocks whose waves stream many lists, and waves past the end --
-@pytest.mark.parametrize("launch", ["", "shared:block=64,min_blocks=8;shared:argmin:block=256,"
-                                        "min_blocks=3;shared:argmax:block=256,min_blocks=3"])
+# -- the long_tail kernel's queue: blocks whose waves stream many lists, and waves past the end --
+@pytest.mark.parametrize("launch", ["", "long_tail:block=64,min_blocks=8;long_tail:argmin:block=256,"
+                                        "min_blocks=3;long_tail:argmax:block=256,min_blocks=3"])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int16", "uint8", "bool"])
-def test_shared_kernel_streams_every_queued_list_once(dtype, launch):
+def test_long_tail_kernel_streams_every_queued_list_once(dtype, launch):
     """Half of the lists streamed by a whole wave (longer than half a wave-tile: queued in
     the block's shared memory and taken by whichever wave is free), the others short or
     medium, the last block mostly past the end (its empty waves still reach the barrier
@@ -211,7 +211,7 @@ def test_shared_kernel_streams_every_queued_list_once(dtype, launch):
     from gpuexec.kernels.gpu.plan import PlanRequest
 
     be = GPUBackend(plan=PlanRequest(strategy="fused", short_lists=float("inf"),
-                                     per_list_kernel="shared", launch=launch or None))
+                                     per_list_kernel="long_tail", launch=launch or None))
     rng = np.random.default_rng(5)
     n = 1000  # not a multiple of any block's lists
     counts = np.where(rng.random(n) < 0.5, rng.integers(257, 3000, n), rng.poisson(20, n))
@@ -224,7 +224,7 @@ def test_shared_kernel_streams_every_queued_list_once(dtype, launch):
             check(fname, x, be)
         if fname != "count":  # (count reads the offsets only)
             launched = [k for k in s["kernels"] if k != "gk_offsets_summary"]
-            assert len(launched) == 1 and launched[0].endswith("_shared"), s["kernels"]
+            assert len(launched) == 1 and launched[0].endswith("_long_tail"), s["kernels"]
 
 
 # -- signed zeros: which zero comes first decides min/max, wherever the lanes meet it ---------
@@ -319,7 +319,7 @@ def test_kernel_on_misaligned_views(strategy, dtype, start, gpu_backend_factory)
 
 
 # -- repeated calls on the same buffers (the remembered launch) ----------------------------------
-@pytest.mark.parametrize("strategy", ["naive", "per-list", "hybrid", "hybrid-shared", "split"])
+@pytest.mark.parametrize("strategy", ["naive", "per-thread-staged", "per-wave", "long-tail", "split"])
 @pytest.mark.parametrize("fname", ["sum", "min", "argmax", "any"])
 def test_repeated_calls_on_the_same_buffers(fname, strategy, gpu_backend_factory):
     """From its second call on the same checked buffers a reduction takes the launch it
@@ -377,22 +377,22 @@ def test_strategies_launch_different_kernels(gpu_backend_factory):
         seen[strategy] = {k: v for k, v in s["kernels"].items()
                           if k.startswith("gk_") and k != "gk_offsets_summary"}
     assert checks == 1  # the API layer's offsets check: one launch for the buffer's first call
-    assert seen["split"] == {"gk_partition": 1, "gk_sum_float64_split": 1,
-                             "gk_sum_float64_fixup": 1}
-    assert seen["fused"] == {"gk_sum_float64_fused": 1}
+    assert seen["split"] == {"gk_partition": 1, "gk_sum_float64_flat_split": 1,
+                             "gk_sum_float64_flat_fixup": 1}
+    assert seen["fused"] == {"gk_sum_float64_flat_fused": 1}
     assert sum(seen["split"].values()) == 3 * sum(seen["fused"].values())
 
 
-@pytest.mark.parametrize("long_kernel", ["flat", "hybrid"])
-@pytest.mark.parametrize("per_list", ["naive", "tiled"])
+@pytest.mark.parametrize("long_kernel", ["flat", "per_wave"])
+@pytest.mark.parametrize("per_list", ["per_thread", "per_thread_staged"])
 @pytest.mark.parametrize("strategy", ["split", "fused"])
 @pytest.mark.parametrize("fname", ["sum", "argmax"])
 def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, per_list,
                                                                 long_kernel):
     """The table's short-list rule: the mean list length picks the mapping (and the row's
     per-list kernel runs it); longer lists go to the strategy's flattened kernel or the
-    hybrid one (or its staged variant) as the long-list kernel says; all give the same
-    result as awkward. (Poisson lengths have no long tail: the tiled kernel's threshold
+    per_wave one (or per_wave_staged) as the long-list kernel says; all give the same
+    result as awkward. (Poisson lengths have no long tail: per_thread_staged's threshold
     for such inputs, ``bounded``, holds, and the long lists are above it.)"""
     from gpuexec.kernels.gpu.backend import GPUBackend
     from gpuexec.kernels.gpu.plan import PlanRequest, plan_for
@@ -403,21 +403,21 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
     assert threshold > 1
     above = 4 * max(threshold, be.plan.per_list_rule(fname, "float64").bounded)
     rng = np.random.default_rng(3)
-    for mean, mapping in ((2, "naive"), (above, strategy)):
+    for mean, mapping in ((2, "per_thread"), (above, strategy)):
         counts = rng.poisson(mean, 3000)
         host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)
         with gk.counting() as s:
             got = getattr(gk, fname)(ak.to_backend(host, "cuda"), axis=1, backend=be)
         launched = [k for k in s["kernels"] if k.startswith(f"gk_{fname}_")]
         one_per_thread = [k.endswith(f"_{per_list}") for k in launched]
-        assert launched and all(one_per_thread) == (mapping == "naive"), (mean, launched)
+        assert launched and all(one_per_thread) == (mapping == "per_thread"), (mean, launched)
         assert any(one_per_thread) == all(one_per_thread), (mean, launched)
-        if mapping != "naive":
+        if mapping != "per_thread":
             if long_kernel == "flat":
                 assert f"gk_{fname}_float64_{strategy}" in launched, launched
-            else:  # the hybrid kernel, or its staged variant on the table's band
+            else:  # per_wave, or per_wave_staged on the table's band
                 role = be.plan.per_list_role(fname, len(counts), int(counts.sum()), "float64")
-                assert role in ("hybrid", "staged")
+                assert role in ("per_wave", "per_wave_staged")
                 assert launched == [f"gk_{fname}_float64_{role}"], launched
         want = getattr(ak, fname)(host, axis=1)
         if fname == "sum":
@@ -469,8 +469,8 @@ def test_the_offsets_check_on_the_device_reads_longest_and_long_lists(dtype):
 
 def test_the_longest_list_picks_the_kernel_of_a_public_call():
     """A public call's offsets pass the API layer's check, which reads their longest list
-    back: a long tail sends lists of a short mean to the hybrid kernel, and to the shared
-    one where the check counted many long lists; bounded lengths keep the tiled kernel
+    back: a long tail sends lists of a short mean to the per_wave kernel, and to the long_tail
+    one where the check counted many long lists; bounded lengths keep per_thread_staged
     above the mean threshold, a handful of long lists (the check counts them) keeps the
     mean's kernel; the buffer-level kernel, given offsets nobody checked, decides by the
     mean alone. Every result equals awkward's."""
@@ -483,13 +483,14 @@ def test_the_longest_list_picks_the_kernel_of_a_public_call():
     # 10 % of the lists 100..2000 long: about 8 % of them long (above 4 x the mean of 108)
     many = np.where(rng.random(n // 4) < 0.1, rng.integers(100, 2001, n // 4),
                     rng.poisson(3, n // 4))
-    bounded = rng.poisson(24, 420_000)  # about 10M float64: past the tiled kernel's 64 MB
+    bounded = rng.poisson(24, 420_000)  # about 10M float64: past per_thread_staged's 64 MB
     handful = rng.poisson(3, n)  # three long lists: counted, they are no long tail
     handful[rng.choice(n, 3, replace=False)] = 2000  # 1 % of the elements
-    for counts, fname, by_mean, by_longest in ((tail, "argmax", "naive", "hybrid"),
-                                                (many, "max", "hybrid", "shared"),
-                                                (bounded, "sum", "staged", "tiled"),
-                                                (handful, "argmax", "naive", "naive")):
+    for counts, fname, by_mean, by_longest in ((tail, "argmax", "per_thread", "per_wave"),
+                                                (many, "max", "per_wave", "long_tail"),
+                                                (bounded, "sum", "per_wave_staged",
+                                                 "per_thread_staged"),
+                                                (handful, "argmax", "per_thread", "per_thread")):
         host = ak.unflatten(rng.normal(size=int(counts.sum())), counts)
         x = ak.to_backend(host, "cuda")
         with gk.counting() as s:
@@ -508,20 +509,20 @@ def test_the_longest_list_picks_the_kernel_of_a_public_call():
 
 
 @pytest.mark.parametrize("strategy", ["split", "fused"])
-def test_table_picks_the_tiled_kernel_by_width_and_size(strategy):
-    """As shipped (the H200 row), short lists of float64 run the tiled per-list kernel once
-    the content outgrows L2 (64 MB) and the naive one below; 4-byte values run the naive
+def test_table_picks_the_per_thread_staged_kernel_by_width_and_size(strategy):
+    """As shipped (the H200 row), short lists of float64 run per_thread_staged once
+    the content outgrows L2 (64 MB) and per_thread below; 4-byte values run per_thread
     one at any size; every choice gives awkward's result."""
     from gpuexec.kernels.gpu.backend import GPUBackend
     from gpuexec.kernels.gpu.plan import PlanRequest
 
     be = GPUBackend(plan=PlanRequest(strategy=strategy))
-    if be.plan.tiled_from_bytes == 0:
-        pytest.skip(f"the {be.device.arch} row has no tiled bound")
+    if be.plan.per_thread_staged_from_bytes == 0:
+        pytest.skip(f"the {be.device.arch} row has no per_thread_staged bound")
     rng = np.random.default_rng(5)
-    for dtype, elements, kernel in (("float64", 9_000_000, "tiled"),
-                                    ("float64", 1_000_000, "naive"),
-                                    ("float32", 9_000_000, "naive")):
+    for dtype, elements, kernel in (("float64", 9_000_000, "per_thread_staged"),
+                                    ("float64", 1_000_000, "per_thread"),
+                                    ("float32", 9_000_000, "per_thread")):
         counts = rng.poisson(5, elements // 5)
         host = ak.unflatten(rng.normal(size=int(counts.sum())).astype(dtype), counts)
         with gk.counting() as s:
@@ -549,9 +550,9 @@ def test_absurd_allocation_raises_device_out_of_memory(gpu_backend_factory):
 
     be = gpu_backend_factory("fused")
     with pytest.raises(DeviceOutOfMemory) as info:
-        be.alloc(1 << 50, np.float64, "gk_sum_float64_fused")
+        be.alloc(1 << 50, np.float64, "gk_sum_float64_flat_fused")
     assert isinstance(info.value, MemoryError)
-    assert "gk_sum_float64_fused" in str(info.value) and info.value.nbytes == 8 << 50
+    assert "gk_sum_float64_flat_fused" in str(info.value) and info.value.nbytes == 8 << 50
 
 
 @pytest.mark.parametrize("strategy", ["split", "fused"])

@@ -20,7 +20,7 @@ class Op:
     """One reduction: the backend contract name, its device name and its dtypes."""
 
     contract: str          # name in the Backend kernel table (``reduce_sum``)
-    device: str            # name inside extern "C" symbols (``sum`` -> gk_sum_float64_fused)
+    device: str            # name inside extern "C" symbols (``sum`` -> gk_sum_float64_flat_fused)
     define: str            # selects it in reduce.cu
     dtypes: tuple[str, ...]  # content dtypes; () for offsets-only kernels
 
@@ -57,25 +57,25 @@ class Launch:
     min_blocks: int = 2       # CUDA launch bound: resident blocks per SM the registers allow
     blocks_per_cu: int = 0    # persistent grid = blocks_per_cu * CU count (0: as many as fit)
     prefetch_tiles: int = 1   # wave-tiles of content asked into L2 ahead (1: none)
-    # hybrid: a wave streaming a long list keeps one accumulator per lane across its tiles
+    # per_wave: a wave streaming a long list keeps one accumulator per lane across its tiles
     # and merges the lanes once (0: an ordered wave reduction per tile)
     lane_fold: int = 1
-    # hybrid, with lane_fold: the wave's lanes read consecutive 16-byte vectors (one
+    # per_wave, with lane_fold: the wave's lanes read consecutive 16-byte vectors (one
     # contiguous run per load instruction) instead of a contiguous stretch each
     interleave: int = 0
-    # hybrid: elements of a short list (one per lane) loaded before any is folded
+    # per_wave: elements of a short list (one per lane) loaded before any is folded
     short_batch: int = 1
-    # hybrid, with lane_fold: lanes per medium list (a long list of at most half a
+    # per_wave, with lane_fold: lanes per medium list (a long list of at most half a
     # wave-tile), the wave reducing wave-width / group of them at a time; above 4, those
     # that fit one tile of 4 lanes take 4 (1: the whole wave streams every long list)
     group: int = 1
-    # the staged kernel (the hybrid one's row): bytes of shared memory per wave through
+    # per_wave_staged (the per_wave row): bytes of shared memory per wave through
     # which a batch of lists, half of them at least ``stage_min`` long and none longer
     # than ``stage_max``, is read as one contiguous run
     stage_bytes: int = 4096
     stage_min: int = 16
     stage_max: int = 96
-    # hybrid and shared: the cache hint of the 128-bit loads that stream a list
+    # per_wave and long_tail: the cache hint of the 128-bit loads that stream a list
     # (STREAM_LOADS); CUDA only, HIP reads plainly
     stream_load: int = 0
 
@@ -116,16 +116,17 @@ class Strategy:
 
 
 STRATEGIES: dict[str, Strategy] = {
-    "split": Strategy("split", "GK_VARIANT_SPLIT", ("partition", "split", "fixup"), True, 16),
-    "fused": Strategy("fused", "GK_VARIANT_FUSED", ("fused",), True, 16),
-    "naive": Strategy("naive", "GK_VARIANT_NAIVE", ("naive",), False, 8),
+    "split": Strategy("split", "GK_VARIANT_SPLIT", ("partition", "flat_split", "flat_fixup"),
+                      True, 16),
+    "fused": Strategy("fused", "GK_VARIANT_FUSED", ("flat_fused",), True, 16),
+    "naive": Strategy("naive", "GK_VARIANT_NAIVE", ("per_thread",), False, 8),
 }
 
 
 @dataclass(frozen=True)
 class ListWindow:
-    """Inputs on which a kernel family runs its per-list (naive unit) kernels: mean list
-    length in ``[mean_from, mean_below)``, a list count in ``[lists_from, lists_below)``
+    """Inputs on which a kernel family runs its per-list kernels (the naive strategy's
+    unit): mean list length in ``[mean_from, mean_below)``, a list count in ``[lists_from, lists_below)``
     and fewer than ``elements_below`` elements (all known on the host without reading the
     data), under the flattened strategies named in ``strategies`` (empty: every one)."""
 
@@ -143,12 +144,12 @@ class ListWindow:
                 and (not self.strategies or strategy is None or strategy in self.strategies))
 
 
-# the per-list kernels of the naive unit (role names in its compile unit)
-PER_LIST_KERNELS = ("naive", "tiled", "hybrid", "staged", "shared")
-# what may reduce a long tail in place of the hybrid kernel
-TAIL_KERNELS = ("hybrid", "shared")
-# "flat": the strategy's own flattened passes; "hybrid": the naive unit's hybrid kernel
-LONG_LIST_KERNELS = ("flat", "hybrid")
+# the per-list kernels, by list-length class (roles in the naive strategy's compile unit)
+PER_LIST_KERNELS = ("per_thread", "per_thread_staged", "per_wave", "per_wave_staged", "long_tail")
+# what may reduce a long tail
+TAIL_KERNELS = ("per_wave", "long_tail")
+# "flat": the strategy's own flattened passes; "per_wave": the per-wave kernel
+LONG_LIST_KERNELS = ("flat", "per_wave")
 
 
 #: the unit of the families' list-count windows in the policy table (2**16)

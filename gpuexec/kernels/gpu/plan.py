@@ -24,14 +24,14 @@ from gpuexec.kernels.validate import LONG_LIST
 
 class PerListRule(NamedTuple):
     """``per_list_chooser``'s rule for one op and dtype: lists shorter than ``below`` on
-    average run the naive unit's ``short`` kernel where the content holds at least
-    ``short_from`` bytes (its naive kernel on less); longer ones its ``long`` kernel (None:
-    the strategy's flattened passes), or its "staged" kernel on mean lengths in
+    average run the per-list kernel ``short`` where the content holds at least
+    ``short_from`` bytes (per_thread on less); longer ones the ``long`` kernel (None:
+    the strategy's flattened passes), or per_wave_staged on mean lengths in
     [``staged_from``, ``staged_below``). Where the longest list is known: up to
-    max(``tail_factor`` x the mean, ``tail_floor``), the tiled kernel's threshold is
+    max(``tail_factor`` x the mean, ``tail_floor``), per_thread_staged's threshold is
     ``bounded``; above, the ``long`` kernel runs whatever the mean, unless the long lists
     are counted and they times the longest are at most ``tail_few`` x the elements
-    (``tail_few_tiled`` where the tiled kernel would run); such a long tail runs ``tail``
+    (``tail_few_staged`` where per_thread_staged would run); such a long tail runs ``tail``
     where given and at least ``tail_from`` of the lists are counted long."""
 
     below: float
@@ -44,8 +44,8 @@ class PerListRule(NamedTuple):
     tail_factor: float
     tail_floor: float
     tail_few: float = 0.0
-    tail_few_tiled: float = 0.0
-    tail: str | None = None  # the kernel for a long tail where ``long`` is hybrid
+    tail_few_staged: float = 0.0
+    tail: str | None = None  # the kernel for a long tail where ``long`` is per_wave
     tail_from: float = 0.0  # ... where at least this share of the lists is counted long
 
 
@@ -61,7 +61,7 @@ def _parse_launch(text: str) -> dict[str, dict]:
             if key not in Launch.__dataclass_fields__:
                 raise ValueError(f"launch: unknown field {key!r}")
             fields[key] = int(val)
-        for r in ([role] if role else ["split", "fused", "naive"]):
+        for r in ([role] if role else ["flat_split", "flat_fused", "per_thread"]):
             out.setdefault(r, {}).update(fields)
     return out
 
@@ -76,14 +76,14 @@ class Plan:
     strategy: Strategy
     launch: dict  # role -> Launch
     short_lists: dict = field(default_factory=dict)  # op[:dtype] -> mean length threshold
-    per_list_kernels: dict = field(default_factory=lambda: {"*": "naive"})  # op[:dtype] -> role
+    per_list_kernels: dict = field(default_factory=lambda: {"*": "per_thread"})  # op -> role
     long_list_kernels: dict = field(default_factory=lambda: {"*": "flat"})  # op -> kernel
     family_per_list: dict = field(default_factory=dict)  # family -> tuple of ListWindow
-    tiled_from_bytes: int = 0  # the tiled per-list kernel on smaller content: naive
-    staged_lists: dict = field(default_factory=dict)  # op[:dtype] -> (from, below) mean
-    tiled_lists: dict = field(default_factory=dict)  # op[:dtype] -> threshold, bounded tails
+    per_thread_staged_from_bytes: int = 0  # per_thread_staged on smaller content: per_thread
+    per_wave_staged_lists: dict = field(default_factory=dict)  # op[:dtype] -> (from, below) mean
+    per_thread_staged_lists: dict = field(default_factory=dict)  # op[:dtype] -> threshold, bounded tails
     # a longest list up to max(factor x mean, floor), or long lists x longest at most few
-    # x the elements: no long tail (factor, floor, few, few for the tiled kernel)
+    # x the elements: no long tail (factor, floor, few, few for per_thread_staged)
     tail: tuple = (*LONG_LIST, *FEW_LONG)
     tail_lists: dict = field(default_factory=dict)  # op[:dtype] -> kernel for a long tail
     tail_from: float = 0.0  # ... where at least this share of the lists is long
@@ -108,9 +108,10 @@ class Plan:
         return n_elements < self.short_list_threshold(op) * n_lists
 
     def per_list_kernel(self, op: str, dtype: str | None = None) -> str:
-        """The naive unit's kernel (role) that reduces ``op`` on ``dtype`` content one list
-        per thread (inputs of at least ``tiled_from_bytes`` where it is ``tiled``)."""
-        return _per_op(self.per_list_kernels, op, "naive", dtype)
+        """The per-list kernel (role) that reduces ``op`` on ``dtype`` content one list per
+        thread (inputs of at least ``per_thread_staged_from_bytes`` where it is
+        ``per_thread_staged``)."""
+        return _per_op(self.per_list_kernels, op, "per_thread", dtype)
 
     def long_list_kernel(self, op: str) -> str:
         """What reduces ``op`` on lists above the short-list threshold (LONG_LIST_KERNELS)."""
@@ -121,25 +122,27 @@ class Plan:
         long = self.long_list_kernel(op)
         short = self.per_list_kernel(op, dtype)
         below = self.short_list_threshold(op, dtype)
-        staged = _per_op(self.staged_lists, op, (0, 0), dtype) if long == "hybrid" else (0, 0)
-        tail = _per_op(self.tail_lists, op, long, dtype) if long == "hybrid" else None
+        wave = long == "per_wave"
+        staged = _per_op(self.per_wave_staged_lists, op, (0, 0), dtype) if wave else (0, 0)
+        tail = _per_op(self.tail_lists, op, long, dtype) if wave else None
         bounded = below
-        if short == "tiled" and self.strategy.flatten:
-            bounded = _per_op(self.tiled_lists, op, below, dtype)
+        if short == "per_thread_staged" and self.strategy.flatten:
+            bounded = _per_op(self.per_thread_staged_lists, op, below, dtype)
         return PerListRule(below=below, short=short, long=None if long == "flat" else long,
-                           short_from=self.tiled_from_bytes if short == "tiled" else 0,
+                           short_from=(self.per_thread_staged_from_bytes
+                                       if short == "per_thread_staged" else 0),
                            staged_from=staged[0], staged_below=staged[1], bounded=bounded,
                            tail_factor=self.tail[0], tail_floor=self.tail[1],
-                           tail_few=self.tail[2], tail_few_tiled=self.tail[3],
+                           tail_few=self.tail[2], tail_few_staged=self.tail[3],
                            tail=tail, tail_from=self.tail_from)
 
     def per_list_chooser(self, op: str, dtype: str | None = None):
         """``choose(n_lists, n_elements, content_bytes, longest=None, n_long=None)``: the
-        naive unit's
+        per-list
         kernel that reduces these lists in place of the strategy's flattened passes (the
-        short-list kernel below the threshold, naive below ``short_from`` bytes where that
-        is tiled, the long-list kernel above it unless that is ``flat``; ``longest``, the
-        longest list where known, moves the tiled kernel's threshold or, for a long tail,
+        short-list kernel below the threshold, per_thread below ``short_from`` bytes where
+        that is per_thread_staged, the long-list kernel above it unless that is ``flat``;
+        ``longest``, the longest list where known, moves per_thread_staged's threshold or, for a long tail,
         sends every input to the long-list kernel; ``n_long``, the long lists where
         counted, can say that a tail is few; ``PerListRule``), or None for the
         flattened passes. The rule is looked up once (a reducer takes it at creation, so
@@ -150,27 +153,27 @@ class Plan:
         below, short, long, short_from = rule.below, rule.short, rule.long, rule.short_from
         staged_from, staged_below, bounded = rule.staged_from, rule.staged_below, rule.bounded
         factor, floor = rule.tail_factor, rule.tail_floor
-        few, few_tiled = rule.tail_few, rule.tail_few_tiled  # by the kernel that would run
+        few, few_staged = rule.tail_few, rule.tail_few_staged  # by the kernel that would run
         tail, tail_from = rule.tail or long, rule.tail_from
 
         def choose(n_lists, n_elements, content_bytes, longest=None, n_long=None):
             if n_lists <= 0:
                 return None
-            tiled = content_bytes >= short_from
+            big = content_bytes >= short_from
             if longest is None:  # the mean alone
                 if n_elements < below * n_lists:
-                    return short if tiled else "naive"
+                    return short if big else "per_thread"
             elif (longest * n_lists <= max(factor * n_elements, floor * n_lists)
                   or (n_long is not None and n_long * longest <= n_elements * (
-                      few_tiled if tiled and short == "tiled" else few))):
-                if n_elements < (bounded if tiled else below) * n_lists:
-                    return short if tiled else "naive"
+                      few_staged if big and short == "per_thread_staged" else few))):
+                if n_elements < (bounded if big else below) * n_lists:
+                    return short if big else "per_thread"
             else:  # a long tail: one thread (or lane, staged) per list would wait on it
                 if tail_from and (n_long is None or n_long < tail_from * n_lists):
                     return long
                 return tail
             if staged_from * n_lists <= n_elements < staged_below * n_lists:
-                return "staged"
+                return "per_wave_staged"
             return long
         return choose
 
@@ -184,7 +187,7 @@ class Plan:
                                                 n_long)
 
     def uses_per_list_unit(self, op: str) -> bool:
-        """Whether some input of ``op`` may run a kernel of the naive unit."""
+        """Whether some input of ``op`` may run a per-list kernel (the naive unit's)."""
         return bool(self.strategy.flatten and (self.per_list(op, 1, 0)
                                                or self.long_list_kernel(op) != "flat"))
 
@@ -214,11 +217,11 @@ class PlanRequest:
     keeps the row's choice:
 
     ``strategy`` split | fused | naive; ``launch`` role -> Launch fields, or the text
-    ``"block=512,item_bytes=32"`` / ``"hybrid:block=64;fixup:block=128"``;
+    ``"block=512,item_bytes=32"`` / ``"per_wave:block=64;flat_fixup:block=128"``;
     ``short_lists`` one mean-length threshold or a table like the row's (0: always the
     flattened passes, the families' windows cleared too); ``per_list_kernel`` one of
-    PER_LIST_KERNELS for every op and size; ``long_list_kernel`` flat | hybrid;
-    ``family_per_list`` the families' windows; ``staged_lists`` a ``(from, below)`` band,
+    PER_LIST_KERNELS for every op and size; ``long_list_kernel`` flat | per_wave;
+    ``family_per_list`` the families' windows; ``per_wave_staged_lists`` a ``(from, below)`` band,
     a table of them, or ``()`` (never); ``few_long`` the share of the elements up to which
     counted long lists are no long tail; ``tail_lists`` the kernel of a long tail (one of
     TAIL_KERNELS, or a table)."""
@@ -229,7 +232,7 @@ class PlanRequest:
     per_list_kernel: str | None = None
     long_list_kernel: str | None = None
     family_per_list: dict | None = None
-    staged_lists: dict | tuple | None = None
+    per_wave_staged_lists: dict | tuple | None = None
     few_long: float | None = None
     tail_lists: dict | str | None = None
 
@@ -248,10 +251,10 @@ def plan_for(arch: str, request: PlanRequest | None = None, **fields) -> Plan:
                 _kernel_choice(row.per_list_kernels, chosen, PER_LIST_KERNELS, "per-list"),
                 _kernel_choice(row.long_list_kernels, rq.long_list_kernel, LONG_LIST_KERNELS,
                                "long-list"),
-                _windows(row, rq), 0 if chosen else row.tiled_from_bytes,
-                _staged(row, rq.staged_lists),
+                _windows(row, rq), 0 if chosen else row.per_thread_staged_from_bytes,
+                _staged(row, rq.per_wave_staged_lists),
                 # a threshold override holds for every kernel
-                dict(row.tiled_lists) if rq.short_lists is None else {},
+                dict(row.per_thread_staged_lists) if rq.short_lists is None else {},
                 row.tail if rq.few_long is None else (*row.tail[:2], float(rq.few_long),
                                                       float(rq.few_long)),
                 *_tails(row, rq.tail_lists, chosen))
@@ -274,12 +277,12 @@ def _thresholds(row: ArchRow, short_lists: float | dict | None) -> dict:
     return {"*": float(short_lists)}
 
 
-def _staged(row: ArchRow, staged_lists: dict | tuple | None) -> dict:
-    if staged_lists is None:
-        return dict(row.staged_lists)
-    if isinstance(staged_lists, dict):
-        return dict(staged_lists)
-    return {"*": tuple(staged_lists)} if staged_lists else {}  # () : never
+def _staged(row: ArchRow, per_wave_staged_lists: dict | tuple | None) -> dict:
+    if per_wave_staged_lists is None:
+        return dict(row.per_wave_staged_lists)
+    if isinstance(per_wave_staged_lists, dict):
+        return dict(per_wave_staged_lists)
+    return {"*": tuple(per_wave_staged_lists)} if per_wave_staged_lists else {}  # () : never
 
 
 def _windows(row: ArchRow, rq: PlanRequest) -> dict:

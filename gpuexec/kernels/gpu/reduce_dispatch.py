@@ -114,13 +114,14 @@ class ReduceDispatch:
         self.names = {r: f"gk_{op.device}_{dt}_{r}" for r in self.strategy.passes}
         self.names["partition"] = "gk_partition"
         # the per-list kernels live in the naive unit; each runs with the block it was
-        # compiled for (the hybrid one's for staged, the naive role's for naive, tiled)
+        # compiled for (per_wave's for per_wave_staged, per_thread's for both per-thread)
         self.per_list_plan = plan.per_list_plan()
         blocks = {r: self.per_list_plan.launch_of(r, op.device).block
-                  for r in ("naive", "hybrid", "shared")}
-        self.per_list_blocks = {"hybrid": blocks["hybrid"], "staged": blocks["hybrid"],
-                                "shared": blocks["shared"]}
-        self.naive_block = blocks["naive"]
+                  for r in ("per_thread", "per_wave", "long_tail")}
+        self.per_list_blocks = {"per_wave": blocks["per_wave"],
+                                "per_wave_staged": blocks["per_wave"],
+                                "long_tail": blocks["long_tail"]}
+        self.per_thread_block = blocks["per_thread"]
         self.choose = plan.per_list_chooser(op.device, dt)
         self.per_list_launch: dict = {}  # role -> (kernel name, function, block)
         self.resident_waves = 0          # waves resident at once (the persistent grid)
@@ -150,7 +151,7 @@ class ReduceDispatch:
             name = f"gk_{self.op.device}_{self.dtype.name}_{role}"
             fn = self.backend.functions(self.op, self.per_list_plan)[name]
             entry = self.per_list_launch[role] = (
-                name, fn, self.per_list_blocks.get(role, self.naive_block))
+                name, fn, self.per_list_blocks.get(role, self.per_thread_block))
         return entry
 
     def _max_waves(self, fn) -> int:
@@ -190,7 +191,7 @@ class ReduceDispatch:
             # with_empty: the per-list kernels also write the option mask (empty lists)
             empty = backend.alloc(n, np.bool_, names[self.role]) if with_empty else None
             if self.strategy.name == "naive":
-                name = names["naive"]
+                name = names["per_thread"]
                 fn, block = backend.functions(self.op)[name], self.config.block
             else:
                 name, fn, block = self._per_list_entry(role)
@@ -214,20 +215,20 @@ class ReduceDispatch:
         ranges = min(ntiles, self._max_waves(fn))  # waves, each walking a range of tiles
         grid = -(-ranges // self.waves_per_block)
         if self.strategy.name == "fused":
-            backend.launch(names["fused"], fn, grid, block,
+            backend.launch(names["flat_fused"], fn, grid, block,
                            (c_off, n, c_content, shift, ntiles, ranges, bits, out.data.ptr))
             return
         layout = ScratchLayout(ranges)
-        scratch = backend.alloc(layout.nbytes, np.uint8, names["split"])
+        scratch = backend.alloc(layout.nbytes, np.uint8, names["flat_split"])
         base = scratch.data.ptr
         first, tail_list = base + layout.first_list, base + layout.tail_list
         lead_acc, tail_acc = base + layout.lead, base + layout.tail
         # every kernel of a unit runs with the block size it was compiled for
         backend.launch("gk_partition", funcs["gk_partition"], grid, block,
                        (c_off, n, shift, self.tile, ntiles, ranges, first))
-        backend.launch(names["split"], fn, grid, block,
+        backend.launch(names["flat_split"], fn, grid, block,
                        (c_off, n, c_content, shift, ntiles, ranges, bits, first, lead_acc,
                         tail_acc, tail_list, out.data.ptr))
-        backend.launch(names["fixup"], funcs[names["fixup"]], -(-ranges // block), block,
+        backend.launch(names["flat_fixup"], funcs[names["flat_fixup"]], -(-ranges // block), block,
                        (c_off, n, shift, ntiles, ranges, self.tile, bits, lead_acc, tail_acc,
                         tail_list, out.data.ptr))

@@ -26,7 +26,10 @@ from gpuexec.kernels.gpu.units import CompileUnit
 
 #: every header a source may include (passed to the runtime compiler by name, hashed into
 #: the module-cache key so that a changed header never reuses a stale module)
-HEADERS = ("portability.cuh", "flat.cuh")
+HEADERS = ("portability.cuh", "flat.cuh", "reduce_ops.cuh", "reduce_flat_walk.cuh",
+           "reduce_flat_split.cuh", "reduce_flat_fused.cuh", "reduce_per_thread.cuh",
+           "reduce_per_thread_staged.cuh", "reduce_wave_stream.cuh",
+           "reduce_per_wave_staged.cuh", "reduce_long_tail.cuh", "reduce_per_wave.cuh")
 
 #: How a host thread waits for its device (CUDA's context scheduling flags, HIP's device
 #: flags): "auto" is the driver's default (spin while the process has fewer active

@@ -37,10 +37,7 @@ def kernel_names(op: Op, strategy: Strategy) -> dict[str, list[str]]:
         else:
             roles[role] = [f"gk_{op.device}_{dt}_{role}" for dt in op.dtypes]
     if strategy.name == "naive":
-        # the other per-list kernels the flattened strategies may use (tiled: one list per
-        # thread, the block's content staged through shared memory; hybrid: short lists
-        # one per lane, long ones streamed by the wave); "naive" itself stays the direct
-        # port the benchmarks compare with
+        # the other per-list kernels the flattened strategies may pick (catalog.py)
         for role in PER_LIST_KERNELS[1:]:
             roles[role] = [f"gk_{op.device}_{dt}_{role}" for dt in op.dtypes]
     return roles
@@ -58,23 +55,23 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
         "GK_MIN_BLOCKS": cfg.min_blocks,
         "GK_PREFETCH_TILES": cfg.prefetch_tiles,
     }
-    if st.name == "naive":  # the hybrid kernel's own bound and tile width
-        hyb = p.launch_of("hybrid", op.device)
-        defines["GK_HYBRID_BLOCK"] = hyb.block
-        defines["GK_HYBRID_MIN_BLOCKS"] = hyb.min_blocks
-        defines["GK_HYBRID_ITEM_BYTES"] = hyb.item_bytes
-        defines["GK_HYBRID_LANE_FOLD"] = hyb.lane_fold
-        defines["GK_HYBRID_INTERLEAVE"] = hyb.interleave
-        defines["GK_HYBRID_SHORT_BATCH"] = hyb.short_batch
-        defines["GK_HYBRID_GROUP"] = hyb.group
-        defines["GK_HYBRID_STAGE"] = hyb.stage_bytes  # the staged kernel
-        defines["GK_HYBRID_STAGE_MIN"] = hyb.stage_min
-        defines["GK_HYBRID_STAGE_MAX"] = hyb.stage_max
-        defines["GK_STREAM_LOAD"] = hyb.stream_load
-        # the shared kernel: the hybrid one's shape, its own block and bound
-        shared = p.launch_of("shared", op.device)
-        defines["GK_SHARED_BLOCK"] = shared.block
-        defines["GK_SHARED_MIN_BLOCKS"] = shared.min_blocks
+    if st.name == "naive":  # the per-wave kernels' own bound and tile width
+        wave = p.launch_of("per_wave", op.device)
+        defines["GK_PER_WAVE_BLOCK"] = wave.block
+        defines["GK_PER_WAVE_MIN_BLOCKS"] = wave.min_blocks
+        defines["GK_PER_WAVE_ITEM_BYTES"] = wave.item_bytes
+        defines["GK_PER_WAVE_LANE_FOLD"] = wave.lane_fold
+        defines["GK_PER_WAVE_INTERLEAVE"] = wave.interleave
+        defines["GK_PER_WAVE_SHORT_BATCH"] = wave.short_batch
+        defines["GK_PER_WAVE_GROUP"] = wave.group
+        defines["GK_PER_WAVE_STAGE"] = wave.stage_bytes  # per_wave_staged
+        defines["GK_PER_WAVE_STAGE_MIN"] = wave.stage_min
+        defines["GK_PER_WAVE_STAGE_MAX"] = wave.stage_max
+        defines["GK_STREAM_LOAD"] = wave.stream_load
+        # long_tail: the per-wave shape, its own block and bound
+        tail = p.launch_of("long_tail", op.device)
+        defines["GK_LONG_TAIL_BLOCK"] = tail.block
+        defines["GK_LONG_TAIL_MIN_BLOCKS"] = tail.min_blocks
     promises: dict[str, set] = {}
     kernels: list[str] = []
     for role, names in kernel_names(op, st).items():
@@ -83,14 +80,13 @@ def unit_for(p: Plan, op: Op) -> CompileUnit:
             pr = set()
             if p.wave == 64:
                 pr.add("wave64")
-            flat_pass = st.flatten and role in ("split", "fused")
-            # the tiled and hybrid kernels read content with 128-bit loads
-            if (st.vec_bytes == 16 and flat_pass) or role in ("tiled", "hybrid", "staged",
-                                                               "shared"):
+            flat_pass = st.flatten and role in ("flat_split", "flat_fused")
+            # the staged and per-wave kernels read content with 128-bit loads
+            if (st.vec_bytes == 16 and flat_pass) or role in PER_LIST_KERNELS[1:]:
                 pr.add("vector_load_128")
-            # and the hybrid kernel issues a tile's loads before its first fold, checked
+            # and the streaming ones issue a tile's loads before its first fold, checked
             # in nvcc's SASS (docs/gpu-reduction.md#load-order)
-            if role in ("hybrid", "shared") and p.vendor == "cuda":
+            if role in ("per_wave", "long_tail") and p.vendor == "cuda":
                 pr.add("tile_loads_first")
             promises[name] = pr
     return CompileUnit(REDUCE_SOURCE, defines, kernels, promises, st.name, op.contract)

@@ -308,6 +308,19 @@ __device__ __forceinline__ gk_i64 searched_first_list(const gk_i64* __restrict__
   return p;
 }
 
+// The first list of tile t0: from the partition pass P (split) or searched (fused).
+template <bool SEARCH>
+__device__ __forceinline__ gk_i64 tile_first_list(const gk_i64* __restrict__ off, gk_i64 n,
+                                                  gk_i64 t0, const gk_i64* __restrict__ P,
+                                                  scan_smem& s) {
+  if (SEARCH) return searched_first_list(off, n, t0, s);
+  return P[blockIdx.x];
+}
+
+__device__ __forceinline__ gk_i64 global_thread() {
+  return (gk_i64)blockIdx.x * GK_BLOCK + threadIdx.x;
+}
+
 // look_back() and searched_first_list() at once: wave 0 looks back while wave 1 searches
 // the offsets (one wave does both in turn on one-wave blocks), so the two chains of
 // dependent loads overlap instead of adding up. Returns the prefix; ``first`` the list.

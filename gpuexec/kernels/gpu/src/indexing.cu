@@ -38,10 +38,6 @@ enum : int {
   FTILE = GK_BLOCK * FITEMS,
 };
 
-__device__ __forceinline__ gk_i64 global_thread() {
-  return (gk_i64)blockIdx.x * GK_BLOCK + threadIdx.x;
-}
-
 // ---------------------------------------------------------------------------------------
 // carry
 template <class T> struct carry_shape {
@@ -157,14 +153,7 @@ __device__ __forceinline__ void summary_body(const gk_i64* __restrict__ off, gk_
 
 // ---------------------------------------------------------------------------------------
 // gathers flattened over positions of ``off``'s lists. The tile's first list comes from
-// the partition pass (split) or a search by the block (fused).
-template <bool SEARCH>
-__device__ __forceinline__ gk_i64 tile_first_list(const gk_i64* __restrict__ off, gk_i64 n,
-                                                  gk_i64 t0, const gk_i64* __restrict__ P,
-                                                  scan_smem& s) {
-  if (SEARCH) return searched_first_list(off, n, t0, s);
-  return P[blockIdx.x];
-}
+// the partition pass (split) or a search by the block (fused): tile_first_list, flat.cuh.
 
 // out[pos] = starts[list] + (pos - list start), positions of the lists of ``off``
 template <bool SEARCH>

@@ -39,18 +39,6 @@ enum : int {
   MERGE_ITEMS = 8,      // outputs per thread in a merge-path pass
 };
 
-__device__ __forceinline__ gk_i64 global_thread() {
-  return (gk_i64)blockIdx.x * GK_BLOCK + threadIdx.x;
-}
-
-template <bool SEARCH>
-__device__ __forceinline__ gk_i64 tile_first_list(const gk_i64* __restrict__ off, gk_i64 n,
-                                                  gk_i64 t0, const gk_i64* __restrict__ P,
-                                                  scan_smem& s) {
-  if (SEARCH) return searched_first_list(off, n, t0, s);
-  return P[blockIdx.x];
-}
-
 // ---------------------------------------------------------------------------------------
 // local_index
 template <bool SEARCH>

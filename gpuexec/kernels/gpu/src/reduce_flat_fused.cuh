@@ -1,0 +1,47 @@
+// Flattened, fused strategy: one persistent pass (docs/gpu-reduction.md#sm_90).
+#ifndef GK_REDUCE_FLAT_FUSED_CUH
+#define GK_REDUCE_FLAT_FUSED_CUH
+
+#include "reduce_flat_walk.cuh"
+
+namespace gk {
+
+// One launch; each wave searches its start, walks its range and finishes its last
+// list by reading on past the range end.
+template <class Op, class T>
+__device__ __forceinline__ void flat_fused_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
+                           gk_i64 shift, gk_i64 ntiles, gk_i64 R, gk_u64 ident,
+                           typename Op::out_t* __restrict__ out) {
+  __shared__ smem_t sm;
+  const gk_i64 w = global_wave();
+  if (w >= R) return;
+  const Op op(ident);
+  const int W = warpSize;
+  const gk_i64 E = (gk_i64)W * tile_shape<T>::ITEMS;
+  const gk_i64 k0 = range_start(w, ntiles, R), k1 = range_start(w + 1, ntiles, R);
+  const gk_i64 qlo = off[0], qhi = off[n];
+  const gk_i64 p0 = wave_lower_bound(off, n, k0 * E - shift);
+  range_result<Op, T> res = walk_range<Op, T>(
+      op, off, n, content_al, shift, k0, k1, ntiles, p0, qlo, qhi,
+      sm.headbits + gk_wave() * W, sm.hid + gk_wave() * W * tile_shape<T>::ITEMS, out);
+  if (res.tail_list >= 0) {
+    const gk_i64 r = res.tail_list;
+    const gk_i64 end = off[r + 1];
+    const gk_i64 range_end = k1 * E - shift;
+    typename Op::acc_t acc = res.tail;
+    if (end > range_end) acc = walk_on<Op, T>(op, off, content_al, shift, range_end, end, qlo, acc);
+    if (gk_lane() == 0) out[r] = op.finalize(acc, off, r);
+  }
+}
+
+}  // namespace gk
+
+// extern "C" entry point of the fused strategy: gk_<op>_<dtype>_flat_fused
+#define GK_EMIT_FLAT_FUSED(OPN, DT, OP, T)                                                           \
+  extern "C" __global__ void GK_LB gk_##OPN##_##DT##_flat_fused(                                     \
+      const gk_i64* off, gk_i64 n, const T* content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,       \
+      gk_u64 ident, OP<T>::out_t* out) {                                                             \
+    gk::flat_fused_body<OP<T>, T>(off, n, content_al, shift, ntiles, R, ident, out);                 \
+  }
+
+#endif  // GK_REDUCE_FLAT_FUSED_CUH
