@@ -32,6 +32,7 @@ class CallRecord:
     phases: dict = field(default_factory=dict)  # CallReport.phases
     busy_at_start: dict = field(default_factory=dict)  # worker -> seconds still busy
     left_running: list = field(default_factory=list)  # labels of copies left running
+    timeouts: list = field(default_factory=list)  # Rerun of each chunk past chunk-timeout
 
 
 def reruns(client, run: str) -> list[Rerun]:
@@ -76,7 +77,7 @@ def account(items, record: CallRecord, labels, result: _Partial, reran, seconds,
         expected=sum(expected_units(item) for i, item in enumerate(items) if i not in skipped),
         processed=processed,
         skipped=[SkippedChunk.of(items[i], stage_, text) for i, text in sorted(skipped.items())],
-        reruns=reran,
+        reruns=list(reran) + record.timeouts,
         runs=_chunk_runs(items, labels, record, result),
         seconds=seconds,
         files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
@@ -100,7 +101,8 @@ def failed_call(items, record: CallRecord | None, reran, seconds: float,
     record = record or CallRecord()
     return CallReport(
         stage=stage_, unit=unit, chunks=len(items),
-        expected=sum(expected_units(item) for item in items), reruns=list(reran),
+        expected=sum(expected_units(item) for item in items),
+        reruns=list(reran) + record.timeouts,
         seconds=seconds,
         files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
                         for item in items),
