@@ -22,7 +22,7 @@ from typing import Any
 from gpuexec import config
 from gpuexec.executor.accounting import CallRecord
 from gpuexec.executor.busy import BusyWorkers
-from gpuexec.executor.errors import ChunkError, describe_item, reason
+from gpuexec.executor.errors import ChunkError, describe_item, falls_back, reason
 from gpuexec.executor.events import ClusterEvents
 from gpuexec.executor.merging import ChunkOrder, ClientMerge, TreeMerge, _Fetched
 from gpuexec.executor.task import _Partial, _run_item, _timing_of, expected_units
@@ -361,9 +361,10 @@ class _Loop:
         self._submit(cpu, list(sub.indices), merge=False)
 
     def _failed(self, sub: _Submitted, err: BaseException) -> None:
-        """A task raised: a GPU task falls back to the CPU pool; a copy whose twin still
-        runs is dropped; anything else fails the call."""
-        if sub.pool in self.gpu and self.cpu:
+        """A task raised: a GPU task falls back to the CPU pool where its error says
+        another attempt may succeed (``falls_back``); a copy whose twin still runs is
+        dropped; anything else fails the call."""
+        if sub.pool in self.gpu and self.cpu and falls_back(err):
             self._fall_back(sub, reason(err))
             return
         if all(self.flight.cover.get(i) for i in sub.indices):  # a copy failed, another runs
@@ -511,7 +512,7 @@ class _Loop:
             runs = self.events.reported_runs.pop(key, None)
             if runs is not None:
                 del self.flight.cancelled[key]
-                for indices, _worker, _units, seconds, _r, _t in runs:
+                for indices, _worker, _units, seconds, *_ in runs:
                     self.policy.lost(list(indices), seconds, pool=sub.pool)
 
     def _runs_of(self, future) -> list:
@@ -548,7 +549,7 @@ class _Loop:
         other copies are cancelled) and goes to be merged."""
         if self.policy is not None:
             timed = set()
-            for indices, _worker, _units, seconds, _r, _t in self._runs_of(sub.future):
+            for indices, _worker, _units, seconds, *_ in self._runs_of(sub.future):
                 self.policy.observe(list(indices), seconds, pool=sub.pool)
                 timed.update(indices)
             # a chunk without a run of its own still leaves its pool's queue
