@@ -122,6 +122,13 @@ class WorkerSettings:
         return s
 
 
+def chunk_timeout() -> float | None:
+    """``gpuexec.chunk-timeout`` in seconds, None when off (docs/executor.md#faults)."""
+    value = seconds("chunk-timeout")
+    _check(value is None or value > 0, "chunk-timeout", "> 0 seconds or null", value)
+    return value
+
+
 def calibration_dir() -> str | None:
     """``gpuexec.calibration-dir``, read in the process that loads or saves a calibration."""
     value = get("calibration-dir")

@@ -64,3 +64,42 @@ def test_plain_awkward_query_matches_reference(query, sample, mode, provider):
     assert stats["n_awkward_fallback"] == 0, stats["awkward"]["fallback"]
     if query >= 3:  # Q1, Q2 reach no kernel
         assert stats["n_awkward_served"] > 0
+
+
+def _install_cpu_provider() -> bool:
+    """On a worker: the provider in its "cpu" mode (awkward's NumPy arrays served by the
+    engine), as a GPU worker's ``worker_setup`` installs it for CuPy arrays."""
+    if not gak.is_installed("cpu"):
+        gak.install("cpu")
+    return True
+
+
+@pytest.mark.slow
+def test_plain_awkward_processor_through_gpuexecutor_counts_its_kernel_calls():
+    """A plain-awkward processor through GPUExecutor on a CPU-backed GPU pool with the
+    provider installed: the output equals IterativeExecutor's, and the report counts the
+    awkward kernel calls the engine served (no fallback) per pool."""
+    import cloudpickle
+    from coffea import processor
+
+    from gpuexec import GPUCluster, GPUExecutor
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    path = str(SAMPLES["nano_tt_v15"])
+    fileset = {"sample": [path]}
+    ref = processor.Runner(executor=processor.IterativeExecutor(), chunksize=50)(
+        fileset, make(8), treename="Events")
+    cluster = GPUCluster(gpu_backend="cpu", gpu_workers=1, gpu_threads=1, cpu_workers=1,
+                         threads_per_worker=1, dashboard_address="127.0.0.1:0")
+    with GPUExecutor(client=cluster, gpu_backend="cpu", status=False) as executor:
+        assert all(cluster.client.run(_install_cpu_provider).values())
+        out = processor.Runner(executor=executor, chunksize=50)(fileset, make(8),
+                                                               treename="Events")
+        report = executor.report.processing
+    assert_same_result(out, ref)
+    counts = report.awkward_kernels
+    assert counts, "no awkward kernel call was counted"
+    assert sum(p["served"] for p in counts.values()) > 0
+    assert sum(p["fallback"] for p in counts.values()) == 0
+    assert set(counts) <= set(report.pools)
+    assert "awkward kernel calls" in report.summary()

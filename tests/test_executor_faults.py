@@ -325,3 +325,53 @@ def test_a_processor_error_surfaces_after_one_attempt(executor, dy_items):
     assert retryable(ConnectionResetError()) == "I/O error that may pass"
     assert retryable(FileNotFoundError("gone")) is None
     assert retryable(MemoryError("device")) == "out of memory"
+
+
+class HangingProcessor(DimuonProcessor):
+    """Hangs on the chunk of ``dataset`` that starts at entry ``start``: on its first
+    attempt only (``once``: the marker file says it was made) or on every attempt."""
+
+    def __init__(self, marker: str, dataset: str = "DY", start: int = 20, once: bool = True):
+        self.marker, self.dataset, self.start, self.once = marker, dataset, start, once
+
+    def process(self, events):
+        meta = events.metadata
+        if meta["dataset"] == self.dataset and meta["entrystart"] == self.start:
+            if not (self.once and os.path.exists(self.marker)):
+                open(self.marker, "a").close()
+                time.sleep(120)  # the worker's restart ends it
+        return super().process(events)
+
+
+@pytest.mark.parametrize("once", [True, False], ids=["hangs-once", "hangs-always"])
+def test_a_chunk_past_the_timeout_restarts_its_worker_and_runs_once_more(
+        executor, tmp_path, dy_reference, once):
+    """gpuexec.chunk-timeout: the hanging chunk's worker is restarted and the chunk run
+    once more; a chunk that hangs again fails the run, named with its entry range."""
+    import dask
+
+    client = executor.live_client
+    fileset = {"DY": [DY]}
+    proc = HangingProcessor(str(tmp_path / "hung"), once=once)
+    runner(executor, chunksize=20)(fileset, DimuonProcessor(), treename="Events")  # warm
+    start = time.monotonic()
+    try:
+        with dask.config.set({"gpuexec.chunk-timeout": "6s"}):
+            if once:
+                out = runner(executor, chunksize=20)(fileset, proc, treename="Events")
+            else:
+                with pytest.raises(ChunkError, match=r"DY.*entries \[20, 40\).*timed out "
+                                                     r"after 6 s"):
+                    runner(executor, chunksize=20)(fileset, proc, treename="Events")
+    finally:
+        client.wait_for_workers(2, timeout=60)
+    assert time.monotonic() - start < 45
+    report = executor.report.processing
+    timed_out = [r for r in report.reruns if "timed out" in r.what]
+    assert [r.label for r in timed_out] == [f"DY:{os.path.basename(DY)}[20:40]"]
+    if once:
+        assert_same_output(out, dy_reference)
+        assert report.expected == report.processed == 40
+    else:
+        assert report.error is not None and "timed out after 6 s" in report.error
+

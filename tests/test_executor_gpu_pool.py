@@ -669,3 +669,44 @@ def test_a_straggling_cpu_chunk_is_copied_to_the_idle_gpu_pool(executor, tt_refe
               if d["pool"] == "cpu"]
     assert after.pools == {"gpu": 10} and after.seconds < delay, (after.seconds, on_cpu)
     assert "still busy with an earlier call's cancelled task" in str(executor.report)
+
+
+class RaisesOnGPU(DimuonProcessor):
+    """Raises on the GPU pool (and runs on the CPU pool), noting each attempt in ``log``."""
+
+    def __init__(self, log: str):
+        self.log = log
+
+    def process(self, events):
+        if on_gpu_pool():
+            with open(self.log, "a") as f:
+                f.write(f"{events.metadata['entrystart']}\n")
+            raise ValueError("bad chunk (test)")
+        return super().process(events)
+
+
+def test_a_processor_error_on_the_gpu_pool_surfaces_at_once_naming_its_line(executor,
+                                                                            tmp_path):
+    """A processor's own exception on a GPU worker is not re-run on a CPU worker (where
+    this processor would succeed): one attempt, and the ChunkError names the dataset,
+    file, entry range and the line of this file that raised."""
+    import re
+
+    from gpuexec.executor import ChunkError
+
+    log = tmp_path / "attempts"
+    source = open(__file__).read().splitlines()
+    line = next(n for n, text in enumerate(source, 1)
+                if text.strip() == 'raise ValueError("bad chunk (test)")')
+    with placement(probe=3, gpu_merge=1, backups=None), \
+            pytest.raises(ChunkError, match="bad chunk") as raised:
+        runner(executor.copy(retries=3), chunksize=20)({"TT": [TT]}, RaisesOnGPU(str(log)),
+                                                       treename="Events")
+    message = str(raised.value)
+    assert "fileuuid" not in message and "dataset 'TT'" in message
+    assert os.path.basename(TT) in message and "(gpu pool)" in message
+    start = re.search(r"entries \[(\d+), (\d+)\)", message).group(1)
+    assert f"{os.path.basename(__file__)}:{line} in process" in message, message
+    assert log.read_text().split().count(start) == 1  # one attempt of that chunk
+    call = executor.report.processing
+    assert call.error is not None and not call.fallbacks

@@ -32,6 +32,7 @@ class CallRecord:
     phases: dict = field(default_factory=dict)  # CallReport.phases
     busy_at_start: dict = field(default_factory=dict)  # worker -> seconds still busy
     left_running: list = field(default_factory=list)  # labels of copies left running
+    timeouts: list = field(default_factory=list)  # Rerun of each chunk past chunk-timeout
 
 
 def reruns(client, run: str) -> list[Rerun]:
@@ -48,7 +49,7 @@ def reruns(client, run: str) -> list[Rerun]:
 def _chunk_runs(items, labels, record: CallRecord, result: _Partial) -> list[ChunkRun]:
     """One run per chunk, in chunk order; a merged task's time shared by its entries."""
     runs = []
-    for indices, worker, units, secs, read, transfer in result.runs:
+    for indices, worker, units, secs, read, transfer, *_ in result.runs:
         task = record.task_of.get(indices[0]) if len(indices) > 1 else None
         total = sum(expected_units(items[i]) for i in indices) or 1
         for i in indices:
@@ -57,6 +58,22 @@ def _chunk_runs(items, labels, record: CallRecord, result: _Partial) -> list[Chu
                                      units if len(indices) == 1 else expected_units(items[i]),
                                      secs * share, read * share, transfer * share, task)))
     return [r for _, r in sorted(runs, key=lambda x: x[0])]
+
+
+def _awkward_kernels(record: CallRecord, result: _Partial) -> dict:
+    """Per pool: awkward's kernel calls served by the engine, fallen back to awkward's own
+    kernels and left to awkward (``gpuexec.awkward``), summed over the tasks kept."""
+    from gpuexec.kernels.stats import AWKWARD_OUTCOMES
+
+    out: dict = {}
+    for run in result.runs:
+        counts = run[6] if len(run) > 6 else ()
+        if not any(counts):
+            continue
+        pool = out.setdefault(record.pool_of[run[0][0]], dict.fromkeys(AWKWARD_OUTCOMES, 0))
+        for outcome, n in zip(AWKWARD_OUTCOMES, counts):
+            pool[outcome] += n
+    return out
 
 
 def account(items, record: CallRecord, labels, result: _Partial, reran, seconds, policy):
@@ -76,7 +93,7 @@ def account(items, record: CallRecord, labels, result: _Partial, reran, seconds,
         expected=sum(expected_units(item) for i, item in enumerate(items) if i not in skipped),
         processed=processed,
         skipped=[SkippedChunk.of(items[i], stage_, text) for i, text in sorted(skipped.items())],
-        reruns=reran,
+        reruns=list(reran) + record.timeouts,
         runs=_chunk_runs(items, labels, record, result),
         seconds=seconds,
         files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
@@ -87,6 +104,7 @@ def account(items, record: CallRecord, labels, result: _Partial, reran, seconds,
         phases=dict(record.phases),
         busy_at_start=dict(record.busy_at_start),
         left_running=list(record.left_running),
+        awkward_kernels=_awkward_kernels(record, result),
         placement=(None if policy is None else
                    {"decisions": policy.decisions(), "summary": policy.summary()}),
     )
@@ -100,7 +118,8 @@ def failed_call(items, record: CallRecord | None, reran, seconds: float,
     record = record or CallRecord()
     return CallReport(
         stage=stage_, unit=unit, chunks=len(items),
-        expected=sum(expected_units(item) for item in items), reruns=list(reran),
+        expected=sum(expected_units(item) for item in items),
+        reruns=list(reran) + record.timeouts,
         seconds=seconds,
         files=frozenset((getattr(item, "dataset", None), getattr(item, "filename", None))
                         for item in items),

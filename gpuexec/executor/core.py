@@ -341,6 +341,7 @@ class GPUExecutor(ExecutorBase):
     def _plan(self, items: list, function, started: float) -> _Call:
         """Connect, choose the pools, policy and task of a call on the cluster."""
         tuning, reading = config.PlacementSettings.read(), config.ReadingSettings.read()
+        timeout = config.chunk_timeout()
         client, ledger = self._connect()
         pools = self._pools(client)
         # an embedded cluster of CPU workers leaves tasks unrestricted: Dask queues them
@@ -360,11 +361,14 @@ class GPUExecutor(ExecutorBase):
         # a future it would be a dependency, pulling every task to one worker)
         task = _Task(function, self.compression, {name: p.backend for name, p in pools.items()},
                      [n for n, p in pools.items() if p.is_gpu], report_runs=policy is not None,
-                     report_starts=policy is not None and policy.backup_margin is not None,
+                     # starts: for straggler copies and the chunk timeout
+                     report_starts=(policy is not None and policy.backup_margin is not None
+                                    or timeout is not None),
                      reading=reading)
+        task.generic_retries = self.retries
         run = keys.new_run_token()
         loop = _Loop(self, client, pools, items, [keys.item_label(item) for item in items],
-                     run, task, policy, restrict, started, tuning)
+                     run, task, policy, restrict, started, tuning, timeout)
         return _Call(client, ledger, pools, run, probe, policy, loop)
 
     def _run(self, loop: _Loop) -> _Partial:

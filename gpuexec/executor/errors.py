@@ -42,16 +42,19 @@ class ChunkError(RuntimeError):
 
     __module__ = "gpuexec.executor"  # its import path
 
-    def __init__(self, message: str, causes: tuple = ()):
+    def __init__(self, message: str, causes: tuple = (), retry: str | None = None):
         super().__init__(message)
         self.causes = tuple(causes)
+        # ``retryable`` of the chain, decided where it was raised (a cause that cannot be
+        # pickled travels as a RuntimeError, its type lost)
+        self.retry = retry
         link = self
         for cause in self.causes:
             link.__cause__ = cause
             link = cause
 
     def __reduce__(self):
-        return (type(self), (self.args[0], _picklable_chain(self.causes)))
+        return (type(self), (self.args[0], _picklable_chain(self.causes), self.retry))
 
 
 class MergeError(RuntimeError):
@@ -77,21 +80,34 @@ def chain(exc: BaseException) -> list[BaseException]:
     return out
 
 
+def _frames(tb) -> list[tuple[str, int, str]]:
+    """(file, line, function) of each frame of ``tb``. Code that cloudpickle sent by value
+    (a processor defined in a script or notebook) is named ``<dynamic-code>``; its
+    module's ``__file__`` names it instead."""
+    import traceback
+
+    out = []
+    for frame, lineno in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        if filename.startswith("<"):
+            filename = frame.f_globals.get("__file__") or filename
+        out.append((filename, lineno, frame.f_code.co_name))
+    return out
+
+
 def origin(err: BaseException) -> str:
     """Where the innermost cause was raised, and the last frame of the user's code on
     the way (tracebacks do not survive pickling; the message does)."""
-    import traceback
-
-    frames = traceback.extract_tb(root_cause(err).__traceback__)
+    frames = _frames(root_cause(err).__traceback__)
     if not frames:
         return ""
 
     def here(frame):
-        return f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
+        return f"{os.path.basename(frame[0])}:{frame[1]} in {frame[2]}"
 
     text = f" [raised at {here(frames[-1])}"
-    own = [f for f in frames if "site-packages" not in f.filename
-           and not os.path.abspath(f.filename).startswith(_PACKAGE)]
+    own = [f for f in frames if "site-packages" not in f[0]
+           and not os.path.abspath(f[0]).startswith(_PACKAGE)]
     if own and own[-1] is not frames[-1]:
         text += f", from {here(own[-1])}"
     return text + "]"
@@ -111,7 +127,8 @@ def _picklable_chain(causes) -> tuple:
 # OSErrors that may pass on a second try (a network or storage hiccup); a missing or
 # unreadable file, or a file that is not ROOT, fails the same way every time
 PASSING_OS_ERRORS = (TimeoutError, ConnectionError, InterruptedError, BlockingIOError)
-DEVICE_ERROR_MODULES = ("cupy", "cupy_backends", "cuda", "hip", "gpuexec.kernels.gpu")
+DEVICE_ERROR_MODULES = ("cupy", "cupy_backends", "cuda", "hip", "numba.cuda",
+                        "gpuexec.kernels.gpu", "gpuexec.awkward")
 
 
 def retryable(err: BaseException) -> str | None:
@@ -119,6 +136,8 @@ def retryable(err: BaseException) -> str | None:
     (CuPy/CUDA/HIP error, out of memory) or an I/O error that may pass; None for any
     other exception, such as one of the user's processor, which surfaces at once."""
     for cause in chain(err):
+        if getattr(cause, "retry", None) is not None:
+            return cause.retry
         if isinstance(cause, MemoryError):
             return "out of memory"
         module = type(cause).__module__
@@ -127,6 +146,16 @@ def retryable(err: BaseException) -> str | None:
         if isinstance(cause, PASSING_OS_ERRORS):
             return "I/O error that may pass"
     return None
+
+
+def falls_back(err: BaseException) -> str | None:
+    """Why a GPU task's failure ``err`` moves its chunks to the CPU pool: a device fault,
+    out of memory, an I/O error that may pass (``retryable``), or a failure outside the
+    chunk's code (a lost worker, a Dask error); None for an exception of the user's
+    processor, which surfaces at once (docs/executor.md#faults)."""
+    if not isinstance(err, ChunkError):
+        return "not raised by the chunk's code"
+    return retryable(err)
 
 
 class _NotRootOrNoTreeMeta(type):

@@ -6,12 +6,14 @@ CPU pool (docs/executor.md#placement, #faults).
 Each completion the loop sees goes to one handler: ``_on_chunk_done``,
 ``_on_chunk_failed``, ``_on_chunk_cancelled``, ``_on_output_fetched`` (merge_on="client")
 and ``_on_output_moved`` (a GPU output copied to a CPU worker, merge_on="cluster").
-Periodic checks run from ``_watch``."""
+Periodic checks run from ``_watch``: GPU pools without workers, tasks bound to workers
+that left, and chunks past ``gpuexec.chunk-timeout``."""
 
 from __future__ import annotations
 
 import logging
 import queue
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -20,14 +22,14 @@ from typing import Any
 from gpuexec import config
 from gpuexec.executor.accounting import CallRecord
 from gpuexec.executor.busy import BusyWorkers
-from gpuexec.executor.errors import ChunkError, describe_item, reason
+from gpuexec.executor.errors import ChunkError, describe_item, falls_back, reason
 from gpuexec.executor.events import ClusterEvents
 from gpuexec.executor.merging import ChunkOrder, ClientMerge, TreeMerge, _Fetched
 from gpuexec.executor.task import _Partial, _run_item, _timing_of, expected_units
 from gpuexec.scheduler import cluster as planning
 from gpuexec.scheduler import keys
 from gpuexec.scheduler.placement import BACKUP_TICK, pool_slots
-from gpuexec.scheduler.report import BackupCopy, Fallback
+from gpuexec.scheduler.report import BackupCopy, Fallback, Rerun
 
 logger = logging.getLogger("gpuexec.executor")
 
@@ -83,7 +85,8 @@ class _Loop:
 
     def __init__(self, ex, client, pools: dict, items, labels, run, task, policy,
                  restrict: bool = True, started: float | None = None,
-                 tuning: config.PlacementSettings | None = None):
+                 tuning: config.PlacementSettings | None = None,
+                 timeout: float | None = None):
         self.ex, self.client, self.pools, self.items = ex, client, pools, items
         self.tuning = tuning or config.PlacementSettings.read()  # gpuexec.placement.*
         self.labels, self.run_token, self.task, self.policy = labels, run, task, policy
@@ -114,6 +117,8 @@ class _Loop:
         self.completed: queue.SimpleQueue = queue.SimpleQueue()
         self.starts: queue.SimpleQueue = queue.SimpleQueue()  # (key, monotonic time, worker)
         self._to_fetch: list = []  # completed tasks whose outputs this batch fetches
+        self.timeout = timeout  # gpuexec.chunk-timeout (None: off)
+        self.timed_out: dict[int, str] = {}  # chunk index -> the worker it timed out on
 
     def _window(self, n_items: int) -> int | None:
         """Chunks in flight at most: all at once on one CPU pool without a policy (a
@@ -356,9 +361,10 @@ class _Loop:
         self._submit(cpu, list(sub.indices), merge=False)
 
     def _failed(self, sub: _Submitted, err: BaseException) -> None:
-        """A task raised: a GPU task falls back to the CPU pool; a copy whose twin still
-        runs is dropped; anything else fails the call."""
-        if sub.pool in self.gpu and self.cpu:
+        """A task raised: a GPU task falls back to the CPU pool where its error says
+        another attempt may succeed (``falls_back``); a copy whose twin still runs is
+        dropped; anything else fails the call."""
+        if sub.pool in self.gpu and self.cpu and falls_back(err):
             self._fall_back(sub, reason(err))
             return
         if all(self.flight.cover.get(i) for i in sub.indices):  # a copy failed, another runs
@@ -433,14 +439,64 @@ class _Loop:
                                                           "bound to left")
             self._submit(sub.pool, list(sub.indices), merge=False)
 
+    def _watch_timeouts(self) -> None:
+        """A task running past ``gpuexec.chunk-timeout``: Dask cannot stop its thread, so
+        it is cancelled and its worker restarted; its chunks run once more, and a chunk
+        that times out again fails the call (docs/executor.md#faults)."""
+        if self.timeout is None:
+            return
+        now = time.monotonic()
+        for key, sub in list(self.flight.tasks.items()):
+            began = self.busy.began.get(key)
+            if began is None or now - began[0] < self.timeout:
+                continue
+            worker = began[1]
+            self.flight.drop(sub)
+            self.busy.began.pop(key, None)
+            self.client.cancel([sub.future])
+            self._restart(worker)
+            again = [i for i in sub.indices if i in self.timed_out]
+            if again:
+                raise ChunkError(
+                    f"{describe_item(self.items[again[0]])} timed out after "
+                    f"{self.timeout:g} s on worker {worker}, as it did on worker "
+                    f"{self.timed_out[again[0]]} (gpuexec.chunk-timeout); both restarted")
+            what = f"timed out after {self.timeout:g} s; its worker restarted"
+            for i in sub.indices:
+                self.timed_out[i] = worker
+                self.record.timeouts.append(Rerun(self.labels[i], worker, what))
+            logger.warning("gpuexec: %s timed out after %g s on worker %s: the worker is "
+                           "restarted and the chunk(s) run once more", self._label(sub.indices),
+                           self.timeout, worker)
+            rerun = [i for i in sub.indices
+                     if i not in self.flight.taken and not self.flight.cover.get(i)]
+            if self.policy is not None:
+                self.policy.release([i for i in sub.indices if i not in rerun], pool=sub.pool)
+                for i in rerun:
+                    self.policy.retry(i, sub.pool, reason=what)
+            if rerun:
+                self._submit(sub.pool, rerun, merge=False)
+
+    _restarting = threading.Lock()  # one restart at a time: a pool keeps a live worker
+
+    def _restart(self, worker: str) -> None:
+        """Restart ``worker`` through its nanny, in the background (the loop goes on)."""
+        def restart():
+            try:
+                with self._restarting:
+                    self.client.restart_workers([worker], raise_for_error=True)
+            except Exception as err:  # e.g. a worker without a nanny
+                logger.warning("gpuexec: worker %s could not be restarted (%r); its "
+                               "timed-out chunk still runs there", worker, err)
+
+        threading.Thread(target=restart, name="gpuexec-restart", daemon=True).start()
+
     # ------------------------------------------------------------------ worker events
     def _worker_events(self) -> None:
-        """Tell the policy which tasks started, and the times of cancelled copies that
-        ran to their end anyway (their runs arrive as any task's; their outputs are
-        never fetched)."""
-        if self.policy is None:
-            return
-        offset = self.policy.clock() - time.monotonic()
+        """Note which tasks started (chunk timeouts), tell the policy, and the times of
+        cancelled copies that ran to their end anyway (their runs arrive as any task's;
+        their outputs are never fetched)."""
+        offset = 0.0 if self.policy is None else self.policy.clock() - time.monotonic()
         while True:
             try:
                 key, at, worker = self.starts.get_nowait()
@@ -448,13 +504,15 @@ class _Loop:
                 break
             self.busy.began[key] = (at, worker)
             sub = self.flight.tasks.get(key)
-            if sub is not None:
+            if sub is not None and self.policy is not None:
                 self.policy.started(list(sub.indices), now=at + offset, pool=sub.pool)
+        if self.policy is None:
+            return
         for key, sub in list(self.flight.cancelled.items()):
             runs = self.events.reported_runs.pop(key, None)
             if runs is not None:
                 del self.flight.cancelled[key]
-                for indices, _worker, _units, seconds, _r, _t in runs:
+                for indices, _worker, _units, seconds, *_ in runs:
                     self.policy.lost(list(indices), seconds, pool=sub.pool)
 
     def _runs_of(self, future) -> list:
@@ -491,7 +549,7 @@ class _Loop:
         other copies are cancelled) and goes to be merged."""
         if self.policy is not None:
             timed = set()
-            for indices, _worker, _units, seconds, _r, _t in self._runs_of(sub.future):
+            for indices, _worker, _units, seconds, *_ in self._runs_of(sub.future):
                 self.policy.observe(list(indices), seconds, pool=sub.pool)
                 timed.update(indices)
             # a chunk without a run of its own still leaves its pool's queue
@@ -562,11 +620,12 @@ class _Loop:
             return last_check
         self._watch_gpu_pools()
         self._watch_bound()
+        self._watch_timeouts()
         return time.monotonic()
 
     def run(self) -> _Partial:
         self.busy.route_around(self.client)
-        if self.policy is not None:
+        if self.policy is not None or self.timeout is not None:
             self.starts = self.events.watch(self.client, self.run_token)
         try:
             return self._run()

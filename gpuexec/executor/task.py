@@ -22,6 +22,7 @@ from gpuexec.executor.errors import (
     describe_item,
     origin,
     retryable,
+    root_cause,
 )
 from gpuexec.executor.events import RUNS_TOPIC
 from gpuexec.io import device_read as device_reading
@@ -85,7 +86,9 @@ class _Partial:
     counts: dict  # chunk index -> units processed
     doubled: list  # chunk indices merged more than once
     skipped: list  # (chunk index, exception text)
-    runs: list  # (chunk indices of the task, worker, units, seconds, read s, transfer s)
+    # (chunk indices of the task, worker, units, seconds, read s, transfer s, awkward
+    # kernel calls (served, fallback, left))
+    runs: list
 
     @classmethod
     def empty(cls, skipped=()) -> "_Partial":
@@ -158,10 +161,16 @@ class _WorkerProcess:
     inflate: str | None = None  # the inflate choice applied in this process
 
     @classmethod
-    def use_inflate(cls, choice: str) -> None:
+    def setup(cls, choice: str, backend: str) -> None:
+        """The inflate ``choice``, and awkward's kernels served by the engine where the
+        worker's ``backend`` is a GPU's (``gpuexec.awkward.worker_setup``, once)."""
         if cls.inflate != choice:
             inflater.use(choice)
             cls.inflate = choice
+        if backend != "cpu":
+            import gpuexec.awkward
+
+            gpuexec.awkward.worker_setup(backend)
 
 
 def _worker_name() -> str:
@@ -283,24 +292,28 @@ class _Task:
     def _outcome(self, item, indices: tuple, pool: str, part_units: tuple,
                  in_client: bool = False) -> _Partial:
         import gpuexec.kernels as gk
+        from gpuexec.kernels.stats import AWKWARD_OUTCOMES, counting_awkward
 
         timings = Timings()
         start = time.perf_counter()
         try:
+            backend = self.backend(pool)
             if not in_client:  # process-wide settings: the client's stay the user's
-                _WorkerProcess.use_inflate(self.inflate)
+                _WorkerProcess.setup(self.inflate, backend)
                 for name, value in self.reading.items():
                     setattr(device_reading, name, value)
-            with gk.using(self.backend(pool)):
+            with gk.using(backend), counting_awkward() as tally:
                 out = self._call(item, pool, timings)
         except _Skip as skip:
             return _Partial.empty((i, str(skip)) for i in indices)
         except Exception as err:
             where = ("in the client" if in_client
                      else f"on worker {_worker_name()} ({pool} pool)")
+            # the root cause: coffea's wrapper repeats the WorkItem, raw file UUID included
+            root = root_cause(err)
             raise ChunkError(f"{describe_item(item)} failed {where}: "
-                             f"{type(err).__name__}: {err}{origin(err)}",
-                             chain(err)) from err
+                             f"{type(root).__name__}: {root}{origin(err)}",
+                             chain(err), retry=retryable(err)) from err
         seconds = time.perf_counter() - start
         if out is None:  # the function swallowed its error (e.g. coffea's own skip)
             return _Partial.empty((i, "no output (the work function returned None; its "
@@ -310,7 +323,9 @@ class _Task:
         freeze_once()
         done = units(item, out)
         value, packed = _pack(out, self.compression)
-        runs = [(tuple(indices), _worker_name(), done, seconds, timings.read, timings.transfer)]
+        awkward = tuple(tally[outcome] for outcome in AWKWARD_OUTCOMES)
+        runs = [(tuple(indices), _worker_name(), done, seconds, timings.read, timings.transfer,
+                 awkward)]
         return _Partial(value, packed, _split_units(indices, part_units, done), [], [], runs)
 
 

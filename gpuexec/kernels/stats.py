@@ -24,6 +24,7 @@ _seconds: Counter = Counter()
 #: awkward kernel calls through the provider: outcome -> Counter(kernel name)
 AWKWARD_OUTCOMES = ("served", "fallback", "left")
 _awkward: dict = {outcome: Counter() for outcome in AWKWARD_OUTCOMES}
+_thread = threading.local()  # .tally: the Counter of ``counting_awkward`` in this thread
 
 
 def record_call(function: str, backend: str, family: str | None = None,
@@ -51,6 +52,9 @@ def record_awkward(outcome: str, kernel: str) -> None:
     handed back to awkward's reducer)."""
     with _lock:
         _awkward[outcome][kernel] += 1
+    tally = getattr(_thread, "tally", None)
+    if tally is not None:
+        tally[outcome] += 1
 
 
 def stats() -> dict:
@@ -90,3 +94,19 @@ def counting():
         yield result
     finally:
         result.update(stats())
+
+
+@contextmanager
+def counting_awkward():
+    """``with counting_awkward() as tally:`` counts this thread's awkward kernel calls by
+    outcome (``AWKWARD_OUTCOMES``) while the block runs; other threads' calls are not in
+    it (a worker runs several tasks at once in one process)."""
+    tally: Counter = Counter()
+    outer = getattr(_thread, "tally", None)
+    _thread.tally = tally
+    try:
+        yield tally
+    finally:
+        _thread.tally = outer
+        if outer is not None:
+            outer.update(tally)

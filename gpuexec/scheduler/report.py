@@ -140,6 +140,8 @@ class CallReport:
     busy_at_start: dict = field(default_factory=dict)
     left_running: list[str] = field(default_factory=list)
     error: str | None = None  # a failed call: the error it raised
+    # pool -> awkward kernel calls {"served", "fallback", "left"} (gpuexec.awkward)
+    awkward_kernels: dict = field(default_factory=dict)
 
     def read_files(self) -> frozenset:
         """(dataset, filename) of the items not skipped."""
@@ -193,6 +195,11 @@ class CallReport:
             text += f"; {len(self.reruns)} task(s) re-run after a worker died"
         if self.fallbacks:
             text += f"; {len(self.fallbacks)} chunk(s) moved from a GPU to a CPU pool"
+        if self.awkward_kernels:
+            n = {k: sum(p[k] for p in self.awkward_kernels.values())
+                 for k in ("served", "fallback", "left")}
+            text += (f"; awkward kernel calls: {n['served']} served by the engine, "
+                     f"{n['fallback']} fallbacks, {n['left']} left to awkward")
         if self.merges:
             text += f"; {len(self.merges)} GPU task(s) merged from adjacent chunks"
         if self.backups:
