@@ -16,20 +16,19 @@ __device__ __forceinline__ void flat_fused_body(const gk_i64* __restrict__ off, 
   const gk_i64 w = global_wave();
   if (w >= R) return;
   const Op op(ident);
-  const int W = warpSize;
-  const gk_i64 E = (gk_i64)W * tile_shape<T>::ITEMS;
-  const gk_i64 k0 = range_start(w, ntiles, R), k1 = range_start(w + 1, ntiles, R);
-  const gk_i64 qlo = off[0], qhi = off[n];
-  const gk_i64 p0 = wave_lower_bound(off, n, k0 * E - shift);
+  const wave_range<T> g(off, n, w, ntiles, R);
+  const gk_i64 p0 = wave_lower_bound(off, n, g.k0 * g.E - shift);
   range_result<Op, T> res = walk_range<Op, T>(
-      op, off, n, content_al, shift, k0, k1, ntiles, p0, qlo, qhi,
-      sm.headbits + gk_wave() * W, sm.hid + gk_wave() * W * tile_shape<T>::ITEMS, out);
+      op, off, n, content_al, shift, g.k0, g.k1, ntiles, p0, g.qlo, g.qhi,
+      sm.headbits + gk_wave() * warpSize, sm.hid + gk_wave() * warpSize * tile_shape<T>::ITEMS,
+      out);
   if (res.tail_list >= 0) {
     const gk_i64 r = res.tail_list;
     const gk_i64 end = off[r + 1];
-    const gk_i64 range_end = k1 * E - shift;
+    const gk_i64 range_end = g.k1 * g.E - shift;
     typename Op::acc_t acc = res.tail;
-    if (end > range_end) acc = walk_on<Op, T>(op, off, content_al, shift, range_end, end, qlo, acc);
+    if (end > range_end)
+      acc = walk_on<Op, T>(op, off, content_al, shift, range_end, end, g.qlo, acc);
     if (gk_lane() == 0) out[r] = op.finalize(acc, off, r);
   }
 }

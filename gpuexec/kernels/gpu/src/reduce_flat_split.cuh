@@ -27,18 +27,16 @@ __device__ __forceinline__ void flat_split_body(const gk_i64* __restrict__ off, 
   const gk_i64 w = global_wave();
   if (w >= R) return;
   const Op op(ident);
-  const int W = warpSize;
-  const gk_i64 E = (gk_i64)W * tile_shape<T>::ITEMS;
-  const gk_i64 k0 = range_start(w, ntiles, R), k1 = range_start(w + 1, ntiles, R);
-  const gk_i64 qlo = off[0], qhi = off[n];
+  const wave_range<T> g(off, n, w, ntiles, R);
   range_result<Op, T> res = walk_range<Op, T>(
-      op, off, n, content_al, shift, k0, k1, ntiles, P[w], qlo, qhi,
-      sm.headbits + gk_wave() * W, sm.hid + gk_wave() * W * tile_shape<T>::ITEMS, out);
+      op, off, n, content_al, shift, g.k0, g.k1, ntiles, P[w], g.qlo, g.qhi,
+      sm.headbits + gk_wave() * warpSize, sm.hid + gk_wave() * warpSize * tile_shape<T>::ITEMS,
+      out);
   if (gk_lane() == 0) {
     lead_acc[w] = res.lead;
     gk_i64 tl = -1;
     if (res.tail_list >= 0) {
-      if (off[res.tail_list + 1] <= k1 * E - shift) {
+      if (off[res.tail_list + 1] <= g.k1 * g.E - shift) {
         out[res.tail_list] = op.finalize(res.tail, off, res.tail_list);
       } else {
         tl = res.tail_list;

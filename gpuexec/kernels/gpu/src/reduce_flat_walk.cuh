@@ -102,6 +102,16 @@ __device__ __forceinline__ gk_i64 range_start(gk_i64 w, gk_i64 ntiles, gk_i64 R)
   return (w * ntiles) / R;
 }
 
+// Wave w's wave-tiles [k0, k1) of E elements each, and the content's bounds qlo, qhi.
+template <class T>
+struct wave_range {
+  gk_i64 E, k0, k1, qlo, qhi;
+  __device__ __forceinline__ wave_range(const gk_i64* __restrict__ off, gk_i64 n, gk_i64 w,
+                                        gk_i64 ntiles, gk_i64 R)
+      : E((gk_i64)warpSize * tile_shape<T>::ITEMS), k0(range_start(w, ntiles, R)),
+        k1(range_start(w + 1, ntiles, R)), qlo(off[0]), qhi(off[n]) {}
+};
+
 // One wave walks the wave-tiles [k0, k1) in order. A wave-tile is W * ITEMS consecutive
 // elements; lane l holds elements [l * ITEMS, (l + 1) * ITEMS) of it, loaded with vector
 // loads one tile ahead. The run that is open at a tile's end is carried into the next

@@ -47,33 +47,22 @@ template <class T> struct arith {
 // every W-th stretch of a list); redo(a): whether such a merged result may differ from the
 // ordered one and the list must be reduced again in order (only min/max of floats: equal
 // zeros of either sign).
-template <class T> struct Sum {
+// sum (PROD false) and prod (PROD true): identity 0 or 1, combine by + or *.
+template <class T, bool PROD> struct Arith {
   typedef typename arith<T>::acc acc_t;
   typedef typename arith<T>::out out_t;
-  __device__ Sum(gk_u64) {}
-  __device__ acc_t identity() const { return acc_t(0); }
+  __device__ Arith(gk_u64) {}
+  __device__ acc_t identity() const { return acc_t(PROD ? 1 : 0); }
   __device__ acc_t leaf(T x, gk_i64, bool) const { return acc_t(x); }
-  __device__ acc_t combine(acc_t l, acc_t r) const { return l + r; }
+  __device__ acc_t combine(acc_t l, acc_t r) const { return PROD ? l * r : l + r; }
   __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
   __device__ acc_t merge(acc_t l, acc_t r) const { return combine(l, r); }
   __device__ bool redo(acc_t) const { return false; }
   __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
-  __device__ out_t empty() const { return out_t(0); }
+  __device__ out_t empty() const { return out_t(PROD ? 1 : 0); }
 };
-
-template <class T> struct Prod {
-  typedef typename arith<T>::acc acc_t;
-  typedef typename arith<T>::out out_t;
-  __device__ Prod(gk_u64) {}
-  __device__ acc_t identity() const { return acc_t(1); }
-  __device__ acc_t leaf(T x, gk_i64, bool) const { return acc_t(x); }
-  __device__ acc_t combine(acc_t l, acc_t r) const { return l * r; }
-  __device__ acc_t fold(acc_t a, T x, gk_i64 p, bool h) const { return combine(a, leaf(x, p, h)); }
-  __device__ acc_t merge(acc_t l, acc_t r) const { return combine(l, r); }
-  __device__ bool redo(acc_t) const { return false; }
-  __device__ out_t finalize(acc_t a, const gk_i64*, gk_i64) const { return out_t(a); }
-  __device__ out_t empty() const { return out_t(1); }
-};
+template <class T> using Sum = Arith<T, false>;
+template <class T> using Prod = Arith<T, true>;
 
 // x != 0 for floats as an integer test of the bits without the sign (NaN is non-zero, -0.0
 // is zero), faster than the float compare (docs/gpu-reduction.md#kernel-notes)
@@ -252,5 +241,11 @@ __device__ __forceinline__ typename Op::acc_t wave_merge(const Op& op, typename 
 #define GK_PER_LIST_PARAMS(OP, T)                                                                    \
   const gk_i64 *off, gk_i64 n, const T *content_al, gk_i64 shift, gk_i64 ntiles, gk_i64 R,           \
       gk_u64 ident, OP<T>::out_t *out, unsigned char *empty
+
+// extern "C" per-list entry point gk_<op>_<dtype>_<NAME>, calling gk::BODY
+#define GK_EMIT_PER_LIST(OPN, DT, OP, T, NAME, BODY)                                                 \
+  extern "C" __global__ void GK_LB gk_##OPN##_##DT##_##NAME(GK_PER_LIST_PARAMS(OP, T)) {             \
+    gk::BODY<OP<T>, T>(off, n, content_al, shift, ident, out, empty);                                \
+  }
 
 #endif  // GK_REDUCE_OPS_CUH

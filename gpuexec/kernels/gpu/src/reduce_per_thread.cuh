@@ -32,10 +32,6 @@ __device__ void per_thread_body(const gk_i64* __restrict__ off, gk_i64 n, const 
 }  // namespace gk
 
 // extern "C" entry point: gk_<op>_<dtype>_per_thread
-#define GK_EMIT_PER_THREAD(OPN, DT, OP, T)                                                           \
-  extern "C" __global__ void GK_LB gk_##OPN##_##DT##_per_thread(                                     \
-      GK_PER_LIST_PARAMS(OP, T)) {                                                                   \
-    gk::per_thread_body<OP<T>, T>(off, n, content_al, shift, ident, out, empty);                     \
-  }
+#define GK_EMIT_PER_THREAD(OPN, DT, OP, T) GK_EMIT_PER_LIST(OPN, DT, OP, T, per_thread, per_thread_body)
 
 #endif  // GK_REDUCE_PER_THREAD_CUH

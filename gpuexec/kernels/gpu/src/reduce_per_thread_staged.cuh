@@ -73,10 +73,7 @@ __device__ void per_thread_staged_body(const gk_i64* __restrict__ off, gk_i64 n,
 }  // namespace gk
 
 // extern "C" entry point: gk_<op>_<dtype>_per_thread_staged
-#define GK_EMIT_PER_THREAD_STAGED(OPN, DT, OP, T)                                                    \
-  extern "C" __global__ void GK_LB gk_##OPN##_##DT##_per_thread_staged(                              \
-      GK_PER_LIST_PARAMS(OP, T)) {                                                                   \
-    gk::per_thread_staged_body<OP<T>, T>(off, n, content_al, shift, ident, out, empty);              \
-  }
+#define GK_EMIT_PER_THREAD_STAGED(OPN, DT, OP, T) \
+  GK_EMIT_PER_LIST(OPN, DT, OP, T, per_thread_staged, per_thread_staged_body)
 
 #endif  // GK_REDUCE_PER_THREAD_STAGED_CUH
