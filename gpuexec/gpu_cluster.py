@@ -67,11 +67,11 @@ class GPUCluster:
         allowed_failures: worker deaths a task may witness before the run fails.
         gpu_backend: "cpu" runs the GPU pool on the CPU engine (1 worker by default),
             for machines without a GPU; None: the GPUs' own (cuda or hip).
-        security: False (default): plain TCP on 127.0.0.1, which any user of a shared
-            host (a login node) can connect to and run code as you; True: scheduler,
-            workers and clients talk ``tls://`` with a key and certificate made for this
-            cluster alone, held in memory (``Security.temporary()``); or a
-            ``distributed.Security`` of your own. TLS costs per-chunk time, hence opt-in
+        security: True (default): scheduler, workers and clients talk ``tls://`` with a
+            key and certificate made for this cluster alone, held in memory
+            (``Security.temporary()``), so other users of a shared host (a login node)
+            cannot connect on 127.0.0.1; a ``distributed.Security`` of your own; or False:
+            plain TCP. TLS costs at most 5 % of the executor's overhead
             (docs/deploy.md#gpucluster-tls). The dashboard stays HTTP on 127.0.0.1.
     """
 
@@ -80,7 +80,7 @@ class GPUCluster:
                  gpu_slots: int | None = None, gpu_share: str = "auto",
                  memory_limit: str | int | float = "auto",
                  dashboard_address: str = "127.0.0.1:8787", allowed_failures: int = 3,
-                 gpu_backend: str | None = None, security=False):
+                 gpu_backend: str | None = None, security=True):
         if threads_per_worker < 1 or (gpu_threads is not None and gpu_threads < 1):
             raise ValueError("threads_per_worker and gpu_threads must be >= 1")
         if gpu_workers is not None and gpu_workers < 0:

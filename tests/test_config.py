@@ -171,10 +171,10 @@ def test_a_gpu_cluster_alone_and_passed_as_the_client():
     assert [p.name for p in cluster.spec.pools] == ["cpu"]
     with contextlib.redirect_stdout(io.StringIO()):
         with cluster:
-            assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+            assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
             assert cluster.dashboard_link.startswith("http://127.0.0.1:")
             assert len(cluster.client.scheduler_info()["workers"]) == 2
-            assert "running at tcp://127.0.0.1:" in repr(cluster)
+            assert "running at tls://127.0.0.1:" in repr(cluster)
             with GPUExecutor(client=cluster, status=False) as ex:
                 out, _ = ex(list(range(10)), square, None)
                 assert out == {"sum": sum(x * x for x in range(10)), "items": 10}

@@ -616,9 +616,9 @@ def test_embedded_cluster_is_shared_bound_locally_and_announced_once(executor):
     workers = client.scheduler_info()["workers"]
     assert len(workers) == 2
     for address, info in workers.items():
-        assert address.startswith("tcp://127.0.0.1:")
+        assert address.startswith("tls://127.0.0.1:")
         assert info["resources"] == {"CPU": 1} and info["nthreads"] == 1
-    assert client.scheduler.address.startswith("tcp://127.0.0.1:")
+    assert client.scheduler.address.startswith("tls://127.0.0.1:")
 
 
 def worker_threads(_item):

@@ -14,11 +14,11 @@ def one(_item):
 
 
 def test_a_tls_cluster_serves_the_executor_and_refuses_others():
+    """The default: a cluster of its own credentials, refusing plain and foreign clients."""
     from distributed import Client
     from distributed.security import Security
 
-    with GPUCluster(cpu_workers=1, gpu_workers=0, dashboard_address="127.0.0.1:0",
-                    security=True) as cluster:
+    with GPUCluster(cpu_workers=1, gpu_workers=0, dashboard_address="127.0.0.1:0") as cluster:
         assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
         assert cluster.dashboard_link.startswith("http://127.0.0.1:")
         assert all(a.startswith("tls://127.0.0.1:")
@@ -37,4 +37,5 @@ def test_a_tls_cluster_serves_the_executor_and_refuses_others():
 def test_security_takes_booleans_or_a_security():
     with pytest.raises(TypeError, match="security is True, False or a distributed Security"):
         GPUCluster(cpu_workers=1, gpu_workers=0, security="yes")
-    assert GPUCluster(cpu_workers=1, gpu_workers=0).spec.security is False
+    assert GPUCluster(cpu_workers=1, gpu_workers=0).spec.security is True
+    assert GPUCluster(cpu_workers=1, gpu_workers=0, security=False).spec.security is False
