@@ -190,29 +190,41 @@ def _n_choose(m, n, replacement):
 
 
 @numba.njit(cache=True, nogil=True)
-def _combinations_count(starts, stops, n, replacement, offsets):
+def _count(starts, stops, starts_b, stops_b, n, replacement, offsets):
     # serial scan over lists (a small fraction of the fill's work); -1: a list with
-    # stop < start, which the API layer has already ruled out
+    # stop < start, which the API layer has already ruled out. Pairs of list i of both
+    # arrays (cartesian) when starts_b is given, else its n-tuples (combinations).
     offsets[0] = 0
     acc = 0
     for i in range(starts.shape[0]):
         m = stops[i] - starts[i]
         if m < 0:
             return i
-        acc += _n_choose(m, n, replacement)
+        if starts_b is None:
+            acc += _n_choose(m, n, replacement)
+        else:
+            mb = stops_b[i] - starts_b[i]
+            if mb < 0:
+                return i
+            acc += m * mb
         offsets[i + 1] = acc
     return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _list_span(starts, stops, local, i):
+    """List i's length and the position its indices count from (0 when ``local``)."""
+    s = starts[i]
+    return stops[i] - s, 0 if local else s
 
 
 @serial_and_parallel
 def _tuples(starts, stops, replacement, local, offsets, i0, i1, i2):
     # pairs where i2 is None (numba drops the branch not taken for the argument's type)
+    step = 0 if replacement else 1
     for i in numba.prange(starts.shape[0]):
-        s = starts[i]
-        m = stops[i] - s
-        base = 0 if local else s
+        m, base = _list_span(starts, stops, local, i)
         k = offsets[i]
-        step = 0 if replacement else 1
         for a in range(m):
             for b in range(a + step, m):
                 if i2 is None:
@@ -227,29 +239,11 @@ def _tuples(starts, stops, replacement, local, offsets, i0, i1, i2):
                         k += 1
 
 
-@numba.njit(cache=True, nogil=True)
-def _cartesian_count(starts_a, stops_a, starts_b, stops_b, offsets):
-    offsets[0] = 0
-    acc = 0
-    for i in range(starts_a.shape[0]):
-        ma = stops_a[i] - starts_a[i]
-        mb = stops_b[i] - starts_b[i]
-        if ma < 0 or mb < 0:
-            return i
-        acc += ma * mb
-        offsets[i + 1] = acc
-    return -1
-
-
 @serial_and_parallel
 def _cartesian(starts_a, stops_a, starts_b, stops_b, local, offsets, ia, ib):
     for i in numba.prange(starts_a.shape[0]):
-        sa = starts_a[i]
-        sb = starts_b[i]
-        ma = stops_a[i] - sa
-        mb = stops_b[i] - sb
-        base_a = 0 if local else sa
-        base_b = 0 if local else sb
+        ma, base_a = _list_span(starts_a, stops_a, local, i)
+        mb, base_b = _list_span(starts_b, stops_b, local, i)
         k = offsets[i]
         for a in range(ma):
             for b in range(mb):
@@ -296,7 +290,7 @@ def combinations(starts, stops, n, replacement, local):
         raise ValueError(f"combinations kernel builds pairs and triplets (n=2, 3), not n={n}")
     replacement, local = bool(replacement), bool(local)
     offsets = np.empty(starts.shape[0] + 1, dtype=np.int64)
-    bad = _combinations_count(starts, stops, n, replacement, offsets)
+    bad = _count(starts, stops, None, None, n, replacement, offsets)
     if bad >= 0:
         _bad_list(bad, "combinations: starts/stops")
     total = int(offsets[-1])
@@ -311,7 +305,7 @@ def cartesian(starts_a, stops_a, starts_b, stops_b, local):
         raise ValueError(f"cartesian: starts_a has {starts_a.shape[0]} lists, "
                          f"starts_b {starts_b.shape[0]}")
     offsets = np.empty(starts_a.shape[0] + 1, dtype=np.int64)
-    bad = _cartesian_count(starts_a, stops_a, starts_b, stops_b, offsets)
+    bad = _count(starts_a, stops_a, starts_b, stops_b, 2, False, offsets)
     if bad >= 0:
         _bad_list(bad, "cartesian: starts/stops")
     total = int(offsets[-1])
