@@ -13,10 +13,9 @@ __device__ __forceinline__ void flat_fused_body(const gk_i64* __restrict__ off, 
                            gk_i64 shift, gk_i64 ntiles, gk_i64 R, gk_u64 ident,
                            typename Op::out_t* __restrict__ out) {
   __shared__ smem_t sm;
-  const gk_i64 w = global_wave();
-  if (w >= R) return;
+  if (global_wave() >= R) return;  // whole waves leave together
   const Op op(ident);
-  const wave_range<T> g(off, n, w, ntiles, R);
+  const wave_range<T> g(off, n, ntiles, R);
   const gk_i64 p0 = wave_lower_bound(off, n, g.k0 * g.E - shift);
   range_result<Op, T> res = walk_range<Op, T>(
       op, off, n, content_al, shift, g.k0, g.k1, ntiles, p0, g.qlo, g.qhi,

@@ -24,26 +24,25 @@ __device__ __forceinline__ void flat_split_body(const gk_i64* __restrict__ off, 
                            typename Op::acc_t* tail_acc, gk_i64* tail_list,
                            typename Op::out_t* __restrict__ out) {
   __shared__ smem_t sm;
-  const gk_i64 w = global_wave();
-  if (w >= R) return;
+  if (global_wave() >= R) return;  // whole waves leave together
   const Op op(ident);
-  const wave_range<T> g(off, n, w, ntiles, R);
+  const wave_range<T> g(off, n, ntiles, R);
   range_result<Op, T> res = walk_range<Op, T>(
-      op, off, n, content_al, shift, g.k0, g.k1, ntiles, P[w], g.qlo, g.qhi,
+      op, off, n, content_al, shift, g.k0, g.k1, ntiles, P[g.w], g.qlo, g.qhi,
       sm.headbits + gk_wave() * warpSize, sm.hid + gk_wave() * warpSize * tile_shape<T>::ITEMS,
       out);
   if (gk_lane() == 0) {
-    lead_acc[w] = res.lead;
+    lead_acc[g.w] = res.lead;
     gk_i64 tl = -1;
     if (res.tail_list >= 0) {
       if (off[res.tail_list + 1] <= g.k1 * g.E - shift) {
         out[res.tail_list] = op.finalize(res.tail, off, res.tail_list);
       } else {
         tl = res.tail_list;
-        tail_acc[w] = res.tail;
+        tail_acc[g.w] = res.tail;
       }
     }
-    tail_list[w] = tl;
+    tail_list[g.w] = tl;
   }
 }
 

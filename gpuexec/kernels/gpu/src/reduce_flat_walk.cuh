@@ -102,14 +102,21 @@ __device__ __forceinline__ gk_i64 range_start(gk_i64 w, gk_i64 ntiles, gk_i64 R)
   return (w * ntiles) / R;
 }
 
-// Wave w's wave-tiles [k0, k1) of E elements each, and the content's bounds qlo, qhi.
+// Waves are numbered globally; wave w walks wave-tiles [R_w, R_{w+1}), R_w = w * ntiles / R.
+__device__ __forceinline__ gk_i64 global_wave() {
+  return (gk_i64)blockIdx.x * (GK_BLOCK / warpSize) + gk_wave();
+}
+
+// This wave's number w, its wave-tiles [k0, k1) of E elements each, and the content's
+// bounds qlo, qhi (built after the caller's global_wave() < R check).
 template <class T>
 struct wave_range {
-  gk_i64 E, k0, k1, qlo, qhi;
-  __device__ __forceinline__ wave_range(const gk_i64* __restrict__ off, gk_i64 n, gk_i64 w,
+  gk_i64 w, E, k0, k1, qlo, qhi;
+  __device__ __forceinline__ wave_range(const gk_i64* __restrict__ off, gk_i64 n,
                                         gk_i64 ntiles, gk_i64 R)
-      : E((gk_i64)warpSize * tile_shape<T>::ITEMS), k0(range_start(w, ntiles, R)),
-        k1(range_start(w + 1, ntiles, R)), qlo(off[0]), qhi(off[n]) {}
+      : w(global_wave()), E((gk_i64)warpSize * tile_shape<T>::ITEMS),
+        k0(range_start(w, ntiles, R)), k1(range_start(w + 1, ntiles, R)), qlo(off[0]),
+        qhi(off[n]) {}
 };
 
 // One wave walks the wave-tiles [k0, k1) in order. A wave-tile is W * ITEMS consecutive
@@ -306,11 +313,6 @@ __device__ __forceinline__ typename Op::acc_t walk_on(const Op& op, const gk_i64
     acc = op.combine(acc, wave_reduce<Op>(op, part));
   }
   return acc;
-}
-
-// Waves are numbered globally; wave w walks wave-tiles [R_w, R_{w+1}), R_w = w * ntiles / R.
-__device__ __forceinline__ gk_i64 global_wave() {
-  return (gk_i64)blockIdx.x * (GK_BLOCK / warpSize) + gk_wave();
 }
 
 }  // namespace gk
