@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import dask
 import pytest
 from coffea import processor
 
@@ -56,7 +57,8 @@ def test_page_shows_the_counts_of_the_report_per_worker(tmp_path):
         client = cluster.client
     try:
         runner = processor.Runner(executor=executor, chunksize=10, metadata_cache={})
-        out = runner({"DY": [DY], "DIMUON": [DIMUON]}, make(6), treename="Events")
+        with dask.config.set({"gpuexec.placement.probe": 2}):  # both pools get chunks
+            out = runner({"DY": [DY], "DIMUON": [DIMUON]}, make(6), treename="Events")
         report = executor.report.processing
         assert out["n_events"] == 80 and report.processed == 80
         want = {}
