@@ -57,7 +57,9 @@ def test_page_shows_the_counts_of_the_report_per_worker(tmp_path):
         client = cluster.client
     try:
         runner = processor.Runner(executor=executor, chunksize=10, metadata_cache={})
-        with dask.config.set({"gpuexec.placement.probe": 2}):  # both pools get chunks
+        # both pools get counted chunks: probes first, and no copy of a slow CPU probe
+        # chunk on the idle GPU pool (the copy could count instead)
+        with dask.config.set({"gpuexec.placement.probe": 2, "gpuexec.placement.backups": None}):
             out = runner({"DY": [DY], "DIMUON": [DIMUON]}, make(6), treename="Events")
         report = executor.report.processing
         assert out["n_events"] == 80 and report.processed == 80
