@@ -50,8 +50,10 @@ def _rows(driver):
 
 
 def test_page_shows_the_counts_of_the_report_per_worker(tmp_path):
+    # a plan of its own (allowed_failures): equal plans share processes, and their counts
     cluster = GPUCluster(gpu_backend="cpu", gpu_workers=1, gpu_threads=1, cpu_workers=1,
-                         threads_per_worker=1, dashboard_address="127.0.0.1:0")
+                         threads_per_worker=1, dashboard_address="127.0.0.1:0",
+                         allowed_failures=11)
     executor = GPUExecutor(client=cluster, status=False, calibration=None)
     with contextlib.redirect_stdout(io.StringIO()):
         client = cluster.client
