@@ -18,18 +18,8 @@ ROCM_PATH=${ROCM_PATH:-/usr}
 as_root=()
 [ "$(id -u)" -eq 0 ] || as_root=(sudo)
 
-pkgs=(hipcc rocm-device-libs llvm-15 clang-19 lld-19 llvm-19)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -qx 'install ok installed' \
-    || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "install_hip: apt-get install ${missing[*]}"
-  "${as_root[@]}" apt-get update -qq
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source .ci/apt_missing.sh
+apt_install_missing install_hip hipcc rocm-device-libs llvm-15 clang-19 lld-19 llvm-19
 
 if ! python3 -c 'import ctypes; ctypes.CDLL("libhiprtc.so")' 2>/dev/null; then
   hip_lib=$(ldconfig -p | awk '$1 == "libamdhip64.so.5" {print $NF; exit}')
