@@ -414,7 +414,7 @@ def test_short_lists_reduce_one_per_thread_long_ones_flattened(strategy, fname, 
         assert any(one_per_thread) == all(one_per_thread), (mean, launched)
         if mapping != "per_thread":
             if long_kernel == "flat":
-                assert f"gk_{fname}_float64_{strategy}" in launched, launched
+                assert f"gk_{fname}_float64_flat_{strategy}" in launched, launched
             else:  # per_wave, or per_wave_staged on the table's band
                 role = be.plan.per_list_role(fname, len(counts), int(counts.sum()), "float64")
                 assert role in ("per_wave", "per_wave_staged")
@@ -571,7 +571,7 @@ def test_out_of_memory_in_a_reduction_names_kernel_and_bytes(strategy, gpu_backe
     with cp.cuda.using_allocator(pool.malloc):
         with pytest.raises(DeviceOutOfMemory) as info:
             be.kernel("reduce_sum", "float64")(offsets, content)
-    assert f"gk_sum_float64_{strategy}" in str(info.value)
+    assert f"gk_sum_float64_flat_{strategy}" in str(info.value)
     assert info.value.nbytes == 8 * n
 
 
