@@ -1,9 +1,9 @@
-"""The plain-awkward ADL queries (examples/adl_awkward) through GPUExecutor on a default
-GPUCluster, every chunk on its GPU workers (whose tasks install the awkward kernel
-provider, ``gpuexec.awkward.worker_setup``): the outputs equal coffea's IterativeExecutor's
-(histogram counts exact, sums within 1e-9), and the run's report counts the awkward kernel
-calls the GPU pool's engine served, none fallen back. Skipped without a GPU
-(tests/gpu/conftest.py).
+"""The plain-awkward ADL queries (examples/adl_awkward) through GPUExecutor on a GPUCluster
+of GPU workers only, so that every chunk runs there (their tasks install the awkward
+kernel provider, ``gpuexec.awkward.worker_setup``): the outputs equal coffea's
+IterativeExecutor's (histogram counts exact, sums within 1e-9), and the run's report
+counts the awkward kernel calls the GPU pool's engine served, none fallen back. Skipped
+without a GPU (tests/gpu/conftest.py).
 
     .venv/bin/python -m pytest -q tests/gpu/test_gpu_adl_awkward.py
 """
@@ -24,8 +24,6 @@ for path in (ROOT, ROOT / "tests"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-import dask  # noqa: E402
-
 from examples.adl_awkward import QUERIES, make  # noqa: E402
 from gpuexec import GPUCluster  # noqa: E402
 from gpuexec.executor import GPUExecutor  # noqa: E402
@@ -42,8 +40,10 @@ SAMPLES = {"nano_tt_v15": (ROOT / "data" / "samples" / "nano_tt_v15.root", 50),
 
 @pytest.fixture(scope="module")
 def executor():
-    """One default GPUCluster for the module, started before the first query."""
-    ex = GPUExecutor(client=GPUCluster(), status=False)
+    """One GPUCluster of GPU workers only for the module, started before the first query
+    (given CPU workers, placement sends a chunk to whichever pool it predicts finishes it
+    first, and a crossover never takes CPU pools out of the candidates)."""
+    ex = GPUExecutor(client=GPUCluster(cpu_workers=0), status=False)
     with contextlib.redirect_stdout(io.StringIO()):
         shared_client(ex.cluster_spec())
     yield ex
@@ -65,11 +65,7 @@ def test_plain_awkward_query_on_gpu_workers_matches_iterative(executor, query, s
                  if p.is_gpu and p.backend in ("cuda", "hip")}
     assert gpu_pools, executor.cluster_spec().pools
     want = _run(processor.IterativeExecutor(status=False), query, path, chunksize)
-    # every chunk to the GPU pool (a crossover of one event) and no straggler copies on
-    # CPU workers, so that the outputs and counts compared are the GPU workers'
-    with dask.config.set({"gpuexec.placement.crossover": 1,
-                          "gpuexec.placement.backups": None}):
-        got = _run(executor.copy(), query, path, chunksize)
+    got = _run(executor, query, path, chunksize)
     assert_same_result(got, want)
     call = executor.report.processing
     assert call.processed == want["n_events"]
