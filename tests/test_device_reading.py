@@ -302,6 +302,38 @@ def test_the_nvcomp_path_packs_streams_aligned_and_in_order(monkeypatch, multi):
     assert cases.compare_file(cases.REAL[2], fake) > 0
 
 
+@pytest.mark.parametrize("message, kind, retry", [
+    ("CUDA Runtime API failure: out of memory : code=1000", "DeviceOutOfMemory", "out of memory"),
+    ("CUDA Runtime API failure: an illegal memory access : code=1000", "GPUCallError",
+     "device fault")])
+def test_an_nvcomp_failure_is_a_device_error_that_moves_the_chunk(monkeypatch, multi, message,
+                                                                 kind, retry):
+    """nvCOMP raises plain RuntimeErrors: its out of memory becomes DeviceOutOfMemory (named
+    and sized), any other failure GPUCallError, and either survives the trip from a worker
+    as a fault that moves the chunk to the CPU pool."""
+    import pickle
+
+    from gpuexec.executor.errors import ChunkError, chain, falls_back, retryable
+
+    _fake_nvcomp(monkeypatch)
+
+    def fail(self, arrays, decompression_config):
+        raise RuntimeError(message)
+
+    monkeypatch.setattr(_FakeNvcomp.Codec, "decode", fail)
+    with uproot.open(multi) as f:
+        branch = f["Events"]["Muon_pt"]
+        with pytest.raises(Exception) as info:
+            device_reading.read_content(branch, 0, branch.num_entries, _FakeCupy())
+    err = info.value
+    assert type(err).__name__ == kind and "nvCOMP inflate" in str(err)
+    assert message in str(err)
+    wrapped = ChunkError("file f.root, entries [0, 10) failed", chain(err), retry=retryable(err))
+    back = pickle.loads(pickle.dumps(wrapped))
+    assert falls_back(back) == retry
+    assert type(back.causes[0]).__name__ == kind and str(back.causes[0]) == str(err)
+
+
 def _batch(tree, start, stop):
     """Columns of every kind over [start, stop), one refused, one empty."""
     return [("content", tree["Muon_pt"], start, stop), ("flat", tree["MET_pt"], start, stop),

@@ -197,6 +197,24 @@ def test_chunk_error_keeps_its_cause_chain_through_pickle():
     assert type(again.__cause__) is Exception and type(again.__cause__.__cause__) is OSError
 
 
+class _BuiltFromSizes(MemoryError):
+    """Pickles, but cannot be rebuilt from its args (as some libraries' errors)."""
+
+    def __init__(self, size, total):
+        super().__init__(f"out of memory allocating {size} of {total} bytes")
+
+
+def test_chunk_error_keeps_a_cause_that_cannot_be_rebuilt_as_its_text():
+    from gpuexec.executor.errors import falls_back, retryable
+
+    cause = _BuiltFromSizes(8, 16)
+    error = ChunkError("file x, entries [0, 10) failed", (cause,), retry=retryable(cause))
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again.__cause__) is RuntimeError
+    assert str(again.__cause__) == "_BuiltFromSizes: out of memory allocating 8 of 16 bytes"
+    assert falls_back(again) == "out of memory"
+
+
 def test_keys_name_the_chunk_and_group_by_pool():
     run = keys.new_run_token()
     key = keys.chunk_key("cpu", run, 7, "DY:nano_dy.root[0:20]")

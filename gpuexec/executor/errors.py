@@ -116,8 +116,8 @@ def origin(err: BaseException) -> str:
 def _picklable_chain(causes) -> tuple:
     kept = []
     for cause in causes:
-        try:
-            pickle.dumps(cause)
+        try:  # some exceptions pickle but cannot be rebuilt from their args
+            pickle.loads(pickle.dumps(cause))
         except Exception:
             cause = RuntimeError(f"{type(cause).__name__}: {cause}")
         kept.append(cause)

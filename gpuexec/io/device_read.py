@@ -354,6 +354,16 @@ def _payloads(baskets: list[Basket], xp, copy):
         _DeviceSlots.release(slot)
 
 
+def _nvcomp_error(err: RuntimeError, nbytes: int) -> Exception:
+    """nvCOMP's failure as the engine's device error, so that the executor knows it for a
+    device fault (out of memory, or any other) and moves the chunk to the CPU pool."""
+    from gpuexec.kernels.gpu.errors import DeviceOutOfMemory, GPUCallError
+
+    if "out of memory" in str(err).lower():
+        return DeviceOutOfMemory("the nvCOMP inflate", nbytes, str(err))
+    return GPUCallError(f"the nvCOMP inflate of {nbytes:,} bytes failed: {err}")
+
+
 def _nvcomp_payloads(baskets, cp, starts, copy):
     """``_payloads`` on the device: the raw deflate streams (and stored payloads) in one
     pinned buffer, one copy, one batched nvCOMP decode with the inflated sizes given."""
@@ -377,9 +387,12 @@ def _nvcomp_payloads(baskets, cp, starts, copy):
     outputs = {}
     if deflated:
         sizes = [pieces[k][2] for k in deflated]
-        config = codec.decompression_config(codec.compression_config(sizes))
         views = [device[at[k]:at[k] + len(pieces[k][0])] for k in deflated]
-        decoded = codec.decode(nvcomp.as_arrays(views), decompression_config=config)
+        try:
+            config = codec.decompression_config(codec.compression_config(sizes))
+            decoded = codec.decode(nvcomp.as_arrays(views), decompression_config=config)
+        except RuntimeError as err:  # nvCOMP raises plain RuntimeErrors for device faults
+            raise _nvcomp_error(err, sum(sizes)) from err
         for k, out in zip(deflated, decoded):
             outputs[k] = cp.asarray(out).view(cp.uint8)
         # the decode is done before the call's nvCOMP slot is given back (its stream is

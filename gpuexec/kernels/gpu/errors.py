@@ -18,7 +18,11 @@ class DeviceOutOfMemory(MemoryError):
     def __init__(self, kernel: str, nbytes: int, detail: str = ""):
         self.kernel = kernel
         self.nbytes = int(nbytes)
+        self.detail = detail
         msg = f"GPU out of memory in {kernel}: could not allocate {self.nbytes:,} bytes"
         if detail:
             msg += f" ({detail})"
         super().__init__(msg)
+
+    def __reduce__(self):  # it travels from a worker inside a ChunkError
+        return (type(self), (self.kernel, self.nbytes, self.detail))
