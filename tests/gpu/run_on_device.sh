@@ -8,8 +8,9 @@
 #     --implementation cp --platform manylinux_2_26_x86_64 -d .whl cuda-cccl==1.2.1
 # and isal (python-isal, a dependency; --platform manylinux_2_28_x86_64): without it
 # benchmarks/executor.py's workers inflate with zlib, slower than a real install (it says so);
-# and cryptography with cffi (its _cffi_backend; same platform): GPUCluster's default TLS
-# needs both, and without them every embedded cluster fails to start.
+# and cryptography (same platform) with cffi, whose _cffi_backend it needs (cffi's cp312
+# wheel is tagged manylinux2014_x86_64): GPUCluster's default TLS needs both, and without
+# them every embedded cluster fails to start.
 # With the tree (10 MB, benchmarks/results under 5 MB of it) these wheels exceed the 64 MiB
 # a run carries; the four that nothing here imports go (30 MB of wheels left):
 #   rm .whl/mplhep_data-* .whl/widgetsnbextension-* .whl/jupyterlab_widgets-* .whl/jedi-*
