@@ -1,8 +1,8 @@
 """Plain-awkward ADL benchmark: events/s of the eight queries of examples/adl_awkward
 (unchanged awkward + vector processors) with gpuexec's kernel provider, on awkward's own
 "cuda" backend, and of the gk versions (examples/adl) on the same device arrays; then
-end to end, the plain-awkward queries through coffea's FuturesExecutor on the host's
-cores and through GPUExecutor (GPU workers install the provider).
+end to end, the plain-awkward queries through coffea's FuturesExecutor and DaskExecutor on
+the host's cores and through GPUExecutor (GPU workers install the provider).
 
     python benchmarks/adl_awkward.py                      # 2M generated events, every query
     python benchmarks/adl_awkward.py --smoke              # CPU only: 20,000 events, seconds
@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
@@ -29,6 +28,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import _common  # noqa: E402
+from benchmarks._gputime import wall_median  # noqa: E402
 
 
 def parse(argv=None):
@@ -47,17 +47,6 @@ def parse(argv=None):
     args.queries = [int(q) for q in args.queries.split(",")]
     args.out = args.out or _common.default_out("adl_awkward", args.smoke)
     return args
-
-
-def _median_rate(fn, n_events, repeats, sync):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return n_events / times[len(times) // 2]
 
 
 def in_process(args, path, device: str) -> dict:
@@ -87,7 +76,7 @@ def in_process(args, path, device: str) -> dict:
         for row, fn in runs.items():
             try:
                 fn()  # warm: compiles, loads modules
-                rows[row][q] = _median_rate(fn, n, args.repeats, sync)
+                rows[row][q] = n / wall_median(fn, sync, args.repeats)
             except Exception as err:  # recorded: the backend cannot run this query
                 rows[row][q] = {"not_run": f"{type(err).__name__}: {str(err)[:200]}"}
     rows["provider"]["stats"] = _provider_stats(backend, args, events)
@@ -113,41 +102,43 @@ def _provider_stats(backend, args, events):
 
 
 def executors(args, path) -> dict:
-    """End to end: coffea's FuturesExecutor and GPUExecutor on the plain-awkward queries."""
+    """End to end: coffea's FuturesExecutor and DaskExecutor (the better is coffea's best
+    CPU executor) on the host's cores, and GPUExecutor, on the plain-awkward queries. Each
+    executor is started once; per query one untimed run, then the median of ``repeats``."""
     from coffea import processor
 
     from examples.adl_awkward import make
 
     cores = args.cores or _common.machine().get("cores", 2)
-    rows = {"futures": {}, "gpuexecutor": {}}
+    rows = {"futures": {}, "dask": {}, "gpuexecutor": {}}
     for name in rows:
         try:
-            ex_ctx = _executor(name, cores, args)
-        except Exception as err:
-            rows[name] = {"not_run": f"{type(err).__name__}: {err}"}
-            continue
-        with ex_ctx as ex:
-            for q in args.queries:
-                runner = processor.Runner(executor=ex, chunksize=args.chunksize)
-                t0 = time.perf_counter()
-                out = runner({"sample": [path]}, make(q), treename="Events")
-                rows[name][q] = out["n_events"] / (time.perf_counter() - t0)
+            with _executor(name, cores, args) as ex:
+                for q in args.queries:
+                    runner = processor.Runner(executor=ex, chunksize=args.chunksize)
+
+                    def run():
+                        return runner({"sample": [path]}, make(q), treename="Events")
+                    n = run()["n_events"]  # warm: the workers import and compile
+                    rows[name][q] = n / wall_median(run, lambda: None, args.repeats)
+        except Exception as err:  # recorded: this executor could not run here
+            rows[name] = {"not_run": f"{type(err).__name__}: {str(err)[:200]}"}
     return rows
 
 
 def _executor(name, cores, args):
     import contextlib
 
-    from coffea import processor
+    from benchmarks.executor import coffea_executor
 
-    if name == "futures":
-        return contextlib.nullcontext(processor.FuturesExecutor(workers=cores, status=False))
+    if name != "gpuexecutor":
+        return coffea_executor(name, cores)
     from gpuexec import GPUCluster, GPUExecutor
 
     @contextlib.contextmanager
     def opened():
         with GPUCluster() as cluster, GPUExecutor(
-                client=cluster, gpu_backend="cpu" if args.smoke else None) as ex:
+                client=cluster, gpu_backend="cpu" if args.smoke else None, status=False) as ex:
             yield ex
     return opened()
 
