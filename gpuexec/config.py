@@ -129,6 +129,14 @@ def chunk_timeout() -> float | None:
     return value
 
 
+def restart_timeout() -> float:
+    """``gpuexec.worker.restart-timeout`` in seconds: how long a worker restarted after a
+    chunk timeout, or lost, may take to come back (docs/executor.md#chunk-timeout)."""
+    value = seconds("worker.restart-timeout")
+    _check(value is not None and value > 0, "worker.restart-timeout", "> 0 seconds", value)
+    return value
+
+
 def calibration_dir() -> str | None:
     """``gpuexec.calibration-dir``, read in the process that loads or saves a calibration."""
     value = get("calibration-dir")

@@ -44,6 +44,7 @@ def test_the_shipped_yaml_keeps_the_defaults_the_code_had():
     assert config.WorkerSettings.read() == config.WorkerSettings(
         profile_interval=0.1, tick_interval=0.2, system_monitor_interval=1.0, gpu_sync="auto")
     assert config.calibration_dir() is None
+    assert config.restart_timeout() == 120.0
     # the worker-side module defaults agree with the shipped keys
     reading = config.ReadingSettings.read()
     assert (device_reading.NVCOMP_MIN_STREAMS, device_reading.NVCOMP_SLOTS,

@@ -39,3 +39,20 @@ def test_security_takes_booleans_or_a_security():
         GPUCluster(cpu_workers=1, gpu_workers=0, security="yes")
     assert GPUCluster(cpu_workers=1, gpu_workers=0).spec.security is True
     assert GPUCluster(cpu_workers=1, gpu_workers=0, security=False).spec.security is False
+
+
+def test_a_restarted_worker_comes_back_however_short_dasks_lost_worker_timeout():
+    """Dask's SpecCluster closes the nanny of a worker that left and has not come back
+    within distributed.deploy.lost-worker-timeout; the embedded cluster waits
+    gpuexec.worker.restart-timeout instead, so a restart slower than Dask's limit (here
+    a limit of 0 s) still brings the worker back."""
+    import dask
+
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "0s"}), \
+            GPUCluster(cpu_workers=1, gpu_workers=0, dashboard_address="127.0.0.1:0") as cluster:
+        client = cluster.client
+        (before,) = client.scheduler_info()["workers"]
+        client.restart_workers([before], timeout=60)
+        client.wait_for_workers(1, timeout=60)
+        (after,) = client.scheduler_info()["workers"]
+        assert after != before and len(client.cluster.workers) == 1  # its nanny kept

@@ -119,6 +119,8 @@ class _Loop:
         self._to_fetch: list = []  # completed tasks whose outputs this batch fetches
         self.timeout = timeout  # gpuexec.chunk-timeout (None: off)
         self.timed_out: dict[int, str] = {}  # chunk index -> the worker it timed out on
+        self.restarts: list[threading.Thread] = []  # restarts of timed-out tasks' workers
+        self.restart_timeout = config.restart_timeout() if timeout is not None else None
 
     def _window(self, n_items: int) -> int | None:
         """Chunks in flight at most: all at once on one CPU pool without a policy (a
@@ -484,12 +486,21 @@ class _Loop:
         def restart():
             try:
                 with self._restarting:
-                    self.client.restart_workers([worker], raise_for_error=True)
+                    self.client.restart_workers([worker], timeout=self.restart_timeout,
+                                                raise_for_error=True)
             except Exception as err:  # e.g. a worker without a nanny
                 logger.warning("gpuexec: worker %s could not be restarted (%r); its "
                                "timed-out chunk still runs there", worker, err)
 
-        threading.Thread(target=restart, name="gpuexec-restart", daemon=True).start()
+        thread = threading.Thread(target=restart, name="gpuexec-restart", daemon=True)
+        thread.start()
+        self.restarts.append(thread)
+
+    def _await_restarts(self) -> None:
+        """A call returns, or raises, once the workers it restarted are back: a restart
+        left running would kill a worker of the next call."""
+        for thread in self.restarts:
+            thread.join(self.restart_timeout + 10)
 
     # ------------------------------------------------------------------ worker events
     def _worker_events(self) -> None:
@@ -633,6 +644,7 @@ class _Loop:
             self.busy.leave(self.flight.cancelled, self._label)
             self.events.unwatch(self.run_token)
             self.client_merge.shutdown()
+            self._await_restarts()
 
     def _run(self) -> _Partial:
         self._refill()

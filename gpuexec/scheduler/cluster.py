@@ -268,7 +268,9 @@ def start_cluster(spec: ClusterSpec, gpu_env: dict | None = None):
     """A running SpecCluster for ``spec`` (the caller owns it); ``gpu_env``: extra
     environment of its GPU workers. With ``spec.security`` its ``security`` attribute
     holds the credentials a ``Client(cluster)`` uses."""
-    from distributed import Scheduler, SpecCluster
+    from distributed import Scheduler
+
+    from gpuexec.scheduler.spec_cluster import GPUExecSpecCluster
 
     security = cluster_security(spec.security)
     scheduler = {"cls": Scheduler, "options": {
@@ -282,9 +284,9 @@ def start_cluster(spec: ClusterSpec, gpu_env: dict | None = None):
     # read by the scheduler and each Nanny as they are made, here
     with dask.config.set(worker_settings(spec.profile_interval, spec.tick_interval,
                                          spec.system_monitor_interval)):
-        cluster = SpecCluster(workers=spec.worker_specs(gpu_env, security),
-                              scheduler=scheduler, security=security,
-                              silence_logs=logging.WARNING, name="gpuexec")
+        cluster = GPUExecSpecCluster(workers=spec.worker_specs(gpu_env, security),
+                                     scheduler=scheduler, security=security,
+                                     silence_logs=logging.WARNING, name="gpuexec")
     # the scheduler runs in this process: how many worker deaths a task may witness
     # before it is declared a KilledWorker
     cluster.scheduler.allowed_failures = spec.allowed_failures
