@@ -8,6 +8,7 @@ import datetime
 import functools
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -91,8 +92,10 @@ def machine_tag() -> str:
     """Short name of this machine in result file names: the first GPU's model ("h200"),
     else the CPU's family and core count ("epyc-2core")."""
     gpus = gpu_names()
-    if gpus:
-        return gpus[0].split()[-1].lower().replace("/", "-")
+    if gpus:  # its model: "NVIDIA H100 80GB HBM3" -> h100, "AMD Instinct MI250X" -> mi250x
+        words = re.split(r"[\s/-]+", gpus[0])
+        model = [w for w in words if re.fullmatch(r"[A-Za-z]{1,3}\d{2,4}[A-Za-z]?", w)]
+        return (model or words[-1:])[0].lower()
     words = cpu_model().lower().replace("(r)", "").split()
     family = next((w for w in ("epyc", "xeon", "ryzen", "core") if w in words),
                   words[0] if words else "cpu")
