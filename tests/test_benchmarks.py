@@ -16,9 +16,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-# <benchmark>_<machine>_<YYYY-MM-DD>.<json|png>, and the compile gates' ISA table
-RESULT_NAME = re.compile(r"^(?P<bench>cpu_kernels|gpu_kernels|gpu_reduce|call_floor|executor"
-                         r"|executor_overhead)_[a-z0-9-]+_\d{4}-\d{2}-\d{2}\.(json|png)$")
+# the maintained benchmarks: the scripts of benchmarks/ (helpers start with "_"); results
+# are <benchmark>_<machine>_<YYYY-MM-DD>.<json|png>, beside the compile gates' ISA table
+BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("[!_]*.py"))
+RESULT_NAME = re.compile(rf"^(?P<bench>{'|'.join(BENCHMARKS)})_[a-z0-9-]+_\d{{4}}-\d{{2}}-\d{{2}}"
+                         r"\.(json|png)$")
 CI_TABLE = {"gpu_isa_table.json", "gpu_isa_table.md"}
 
 
