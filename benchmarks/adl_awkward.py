@@ -121,9 +121,20 @@ def executors(args, path) -> dict:
                         return runner({"sample": [path]}, make(q), treename="Events")
                     n = run()["n_events"]  # warm: the workers import and compile
                     rows[name][q] = n / wall_median(run, lambda: None, args.repeats)
+                    if getattr(ex, "report", None) is not None:  # GPUExecutor: where it ran
+                        rows[name].setdefault("placement", {})[q] = _placement(ex.report)
         except Exception as err:  # recorded: this executor could not run here
             rows[name] = {"not_run": f"{type(err).__name__}: {str(err)[:200]}"}
     return rows
+
+
+def _placement(report) -> dict:
+    """Of the last timed run: chunks per pool, GPU→CPU moves, awkward kernel calls, the
+    call's seconds and, per pool, the chunks' read/transfer/compute seconds summed."""
+    call = report.processing
+    return {"chunks": call.pools, "moved_to_cpu": len(call.fallbacks),
+            "awkward_kernels": call.awkward_totals, "seconds": call.seconds,
+            "timing": call.timing()}
 
 
 def _executor(name, cores, args):
@@ -170,6 +181,13 @@ def print_table(results) -> None:
             v = row.get(q) if isinstance(row, dict) else None
             cells.append(f"{v / 1e6:9.3f}" if isinstance(v, float) else f"{'-':>9s}")
         print(f"{name:28s}" + "".join(cells))
+    placement = results["executors"].get("gpuexecutor", {}).get("placement", {})
+    for q, where in placement.items():
+        chunk_s = {pool: " ".join(f"{k} {t[k]:.2f}" for k in ("read", "transfer", "compute"))
+                   for pool, t in where["timing"].items()}
+        print(f"gpuexecutor Q{q}: chunks {where['chunks']}, {where['moved_to_cpu']} moved "
+              f"to CPU, awkward kernels {where['awkward_kernels']}; call "
+              f"{where['seconds']:.2f} s, chunk seconds summed {chunk_s}")
     stats = results["in_process"]["provider"].get("stats")
     if stats:
         print(f"provider: {stats['n_awkward_served']} calls served, "

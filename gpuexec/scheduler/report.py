@@ -179,6 +179,15 @@ class CallReport:
         return out
 
     @property
+    def awkward_totals(self) -> dict[str, int]:
+        """awkward kernel calls by outcome, summed over the pools ({} when none counted)."""
+        from gpuexec.kernels.stats import AWKWARD_OUTCOMES
+
+        if not self.awkward_kernels:
+            return {}
+        return {k: sum(p[k] for p in self.awkward_kernels.values()) for k in AWKWARD_OUTCOMES}
+
+    @property
     def pools(self) -> dict[str, int]:
         """Chunks completed per pool."""
         return dict(Counter(run.pool for run in self.runs))
@@ -196,8 +205,7 @@ class CallReport:
         if self.fallbacks:
             text += f"; {len(self.fallbacks)} chunk(s) moved from a GPU to a CPU pool"
         if self.awkward_kernels:
-            n = {k: sum(p[k] for p in self.awkward_kernels.values())
-                 for k in ("served", "fallback", "left")}
+            n = self.awkward_totals
             text += (f"; awkward kernel calls: {n['served']} served by the engine, "
                      f"{n['fallback']} fallbacks, {n['left']} left to awkward")
         if self.merges:
