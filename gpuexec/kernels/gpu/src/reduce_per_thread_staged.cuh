@@ -36,6 +36,37 @@ __device__ __forceinline__ typename Op::acc_t fold_staged(const Op& op, typename
   return acc;
 }
 
+// Fold this thread's list [s, e) over the content span [S, E) (content_al positions, S on
+// a vector boundary), read RUN elements at a time into ``stage`` with coalesced 128-bit
+// loads by the whole block, or by this wave alone (WAVE, into its own ``stage``).
+template <bool WAVE>
+__device__ __forceinline__ void wave_or_block_sync() {
+  if constexpr (WAVE) gk_wave_sync(); else __syncthreads();
+}
+
+template <class Op, class T, gk_i64 RUN, bool WAVE>
+__device__ __forceinline__ typename Op::acc_t fold_span_staged(const Op& op, gk_vec16* stage,
+                                                               const gk_vec16* src, gk_i64 S,
+                                                               gk_i64 E, gk_i64 shift, gk_i64 s,
+                                                               gk_i64 e) {
+  constexpr int VEC = 16 / (int)sizeof(T);
+  const T* run = reinterpret_cast<const T*>(stage);
+  const int first = WAVE ? gk_lane() : (int)threadIdx.x;
+  const int stride = WAVE ? warpSize : GK_BLOCK;
+  typename Op::acc_t acc = op.identity();
+  for (gk_i64 base = S; base < E; base += RUN) {
+    const gk_i64 count = (E - base < RUN ? E - base : RUN);
+    const int nvec = (int)((count + VEC - 1) / VEC);
+    wave_or_block_sync<WAVE>();  // the previous run is no longer read
+    // 4 loads in flight per thread; fully unrolled the loop needs 90+ registers
+#pragma unroll 4
+    for (int i = first; i < nvec; i += stride) stage[i] = src[base / VEC + i];
+    wave_or_block_sync<WAVE>();
+    acc = fold_staged<Op, T>(op, acc, run, base, base + count, shift, s, e);
+  }
+  return acc;
+}
+
 template <class Op, class T>
 __device__ void per_thread_staged_body(const gk_i64* __restrict__ off, gk_i64 n, const T* __restrict__ content_al,
                            gk_i64 shift, gk_u64 ident, typename Op::out_t* __restrict__ out,
@@ -43,7 +74,6 @@ __device__ void per_thread_staged_body(const gk_i64* __restrict__ off, gk_i64 n,
   constexpr int VEC = 16 / (int)sizeof(T);
   constexpr gk_i64 TILE = GK_PER_THREAD_STAGE_BYTES / (gk_i64)sizeof(T);  // a whole number of vectors
   __shared__ gk_vec16 stage[GK_PER_THREAD_STAGE_BYTES / 16];
-  const T* tile = reinterpret_cast<const T*>(stage);
   const gk_i64 first = (gk_i64)blockIdx.x * GK_BLOCK;
   const gk_i64 last = (first + GK_BLOCK < n ? first + GK_BLOCK : n);  // lists [first, last)
   const gk_i64 r = first + threadIdx.x;
@@ -53,18 +83,8 @@ __device__ void per_thread_staged_body(const gk_i64* __restrict__ off, gk_i64 n,
   // starts on a vector boundary (content_al is 16-byte aligned, allocations are padded)
   const gk_i64 s = mine ? off[r] + shift : 0, e = mine ? off[r + 1] + shift : 0;
   const gk_i64 S = ((off[first] + shift) / VEC) * VEC, E = off[last] + shift;
-  const gk_vec16* src = reinterpret_cast<const gk_vec16*>(content_al);
-  typename Op::acc_t acc = op.identity();
-  for (gk_i64 base = S; base < E; base += TILE) {
-    const gk_i64 count = (E - base < TILE ? E - base : TILE);
-    const int nvec = (int)((count + VEC - 1) / VEC);
-    __syncthreads();  // the previous tile is no longer read
-    // 4 loads in flight per thread; fully unrolled the loop needs 90+ registers
-#pragma unroll 4
-    for (int i = threadIdx.x; i < nvec; i += GK_BLOCK) stage[i] = src[base / VEC + i];
-    __syncthreads();
-    acc = fold_staged<Op, T>(op, acc, tile, base, base + count, shift, s, e);
-  }
+  const typename Op::acc_t acc = fold_span_staged<Op, T, TILE, false>(
+      op, stage, reinterpret_cast<const gk_vec16*>(content_al), S, E, shift, s, e);
   if (!mine) return;
   out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
   if (empty) empty[r] = (s == e);

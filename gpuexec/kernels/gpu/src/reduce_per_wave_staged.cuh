@@ -31,25 +31,14 @@ __device__ __forceinline__ void staged_batch(const Op& op, const gk_i64* __restr
   constexpr int NVEC = GK_PER_WAVE_STAGE / 16;          // vectors per chunk
   constexpr gk_i64 CHUNK = (gk_i64)NVEC * VEC;         // elements per chunk
   __shared__ gk_vec16 stage[GK_PER_WAVE_BLOCK / GK_MIN_WAVE_WIDTH][NVEC];
-  gk_vec16* region = stage[gk_wave()];
-  const T* chunk = reinterpret_cast<const T*>(region);
-  const gk_vec16* src = reinterpret_cast<const gk_vec16*>(content_al);
   const int W = warpSize, lane = gk_lane();
   const gk_i64 r = q + lane, end_list = (q + W < n ? q + W : n);
   // the batch's content in content_al positions, from a vector boundary (content_al is
   // 16-byte aligned, allocations are padded)
   const gk_i64 S0 = ((off[q] + shift) / VEC) * VEC, E0 = off[end_list] + shift;
-  const gk_i64 ls = s + shift, le = e + shift;
-  typename Op::acc_t acc = op.identity();
-  for (gk_i64 base = S0; base < E0; base += CHUNK) {
-    const gk_i64 count = (E0 - base < CHUNK ? E0 - base : CHUNK);
-    const int nvec = (int)((count + VEC - 1) / VEC);
-    gk_wave_sync();  // the previous chunk is no longer read
-#pragma unroll 4
-    for (int i = lane; i < nvec; i += W) region[i] = src[base / VEC + i];
-    gk_wave_sync();
-    acc = fold_staged<Op, T>(op, acc, chunk, base, base + count, shift, ls, le);
-  }
+  const typename Op::acc_t acc = fold_span_staged<Op, T, CHUNK, true>(
+      op, stage[gk_wave()], reinterpret_cast<const gk_vec16*>(content_al), S0, E0, shift,
+      s + shift, e + shift);
   if (r < n) out[r] = (s == e) ? op.empty() : op.finalize(acc, off, r);
 }
 
