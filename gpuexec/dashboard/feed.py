@@ -46,8 +46,8 @@ def send_task(pool: str, backend: str, runs: list) -> None:
     try:
         worker.log_event(TOPIC, {
             "kind": "chunk", "worker": worker.address, "name": str(worker.name), "pool": pool,
-            "device": device(backend), "chunks": sum(len(r[0]) for r in runs),
-            "events": sum(int(r[2]) for r in runs), "seconds": sum(r[3] for r in runs),
+            "device": device(backend), "chunks": sum(len(r.indices) for r in runs),
+            "events": sum(int(r.units) for r in runs), "seconds": sum(r.seconds for r in runs),
             "kernels": kernel_seconds_since_last(), "time": time.time()})
     except Exception as err:  # noqa: BLE001 - the page is a view: it must not fail a chunk
         logging.getLogger("gpuexec").warning("gpuexec: dashboard event not sent: %r", err)

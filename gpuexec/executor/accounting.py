@@ -49,14 +49,16 @@ def reruns(client, run: str) -> list[Rerun]:
 def _chunk_runs(items, labels, record: CallRecord, result: _Partial) -> list[ChunkRun]:
     """One run per chunk, in chunk order; a merged task's time shared by its entries."""
     runs = []
-    for indices, worker, units, secs, read, transfer, *_ in result.runs:
+    for run in result.runs:
+        indices = run.indices
         task = record.task_of.get(indices[0]) if len(indices) > 1 else None
         total = sum(expected_units(items[i]) for i in indices) or 1
         for i in indices:
             share = expected_units(items[i]) / total
-            runs.append((i, ChunkRun(labels[i], record.pool_of[i], worker,
-                                     units if len(indices) == 1 else expected_units(items[i]),
-                                     secs * share, read * share, transfer * share, task)))
+            runs.append((i, ChunkRun(labels[i], record.pool_of[i], run.worker,
+                                     run.units if len(indices) == 1 else expected_units(items[i]),
+                                     run.seconds * share, run.read * share,
+                                     run.transfer * share, task)))
     return [r for _, r in sorted(runs, key=lambda x: x[0])]
 
 
@@ -67,11 +69,10 @@ def _awkward_kernels(record: CallRecord, result: _Partial) -> dict:
 
     out: dict = {}
     for run in result.runs:
-        counts = run[6] if len(run) > 6 else ()
-        if not any(counts):
+        if not any(run.awkward):
             continue
-        pool = out.setdefault(record.pool_of[run[0][0]], dict.fromkeys(AWKWARD_OUTCOMES, 0))
-        for outcome, n in zip(AWKWARD_OUTCOMES, counts):
+        pool = out.setdefault(record.pool_of[run.indices[0]], dict.fromkeys(AWKWARD_OUTCOMES, 0))
+        for outcome, n in zip(AWKWARD_OUTCOMES, run.awkward):
             pool[outcome] += n
     return out
 

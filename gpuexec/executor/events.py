@@ -9,6 +9,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 RUNS_TOPIC = "gpuexec-runs"
 # what a task of a call without placement (file metadata) is guessed to take: a worker
@@ -16,6 +17,19 @@ RUNS_TOPIC = "gpuexec-runs"
 UNPLACED_TASK_SECONDS = 0.1
 # a record older than this is dropped (its end event will not come: its cluster closed)
 STILL_RUNNING_FORGOTTEN = 600.0
+
+
+class TaskRun(NamedTuple):
+    """What one task ran, as its worker reports it (a worker event carries it as a plain
+    list: ``ClusterEvents.store`` makes it a TaskRun again)."""
+
+    indices: tuple  # chunk indices of the task
+    worker: str
+    units: int  # entries (or items) processed
+    seconds: float
+    read: float  # seconds reading and decompressing columns
+    transfer: float  # seconds copying columns to the device
+    awkward: tuple = (0, 0, 0)  # awkward kernel calls by outcome (kernels.stats.AWKWARD_OUTCOMES)
 
 
 @dataclass(frozen=True)
@@ -88,7 +102,7 @@ class ClusterEvents:
                     if starts is not None:
                         starts.put((key, time.monotonic(), msg.get("worker")))
                 else:
-                    self.reported_runs[key] = msg["runs"]
+                    self.reported_runs[key] = [TaskRun(*run) for run in msg["runs"]]
                 break
         if msg["runs"] is not None:  # (after storing: see BusyWorkers.leave)
             self.still_running.pop(key, None)

@@ -523,8 +523,8 @@ class _Loop:
             runs = self.events.reported_runs.pop(key, None)
             if runs is not None:
                 del self.flight.cancelled[key]
-                for indices, _worker, _units, seconds, *_ in runs:
-                    self.policy.lost(list(indices), seconds, pool=sub.pool)
+                for run in runs:
+                    self.policy.lost(list(run.indices), run.seconds, pool=sub.pool)
 
     def _runs_of(self, future) -> list:
         """A completed task's runs: from its worker event, or (should the event be late or
@@ -560,9 +560,9 @@ class _Loop:
         other copies are cancelled) and goes to be merged."""
         if self.policy is not None:
             timed = set()
-            for indices, _worker, _units, seconds, *_ in self._runs_of(sub.future):
-                self.policy.observe(list(indices), seconds, pool=sub.pool)
-                timed.update(indices)
+            for run in self._runs_of(sub.future):
+                self.policy.observe(list(run.indices), run.seconds, pool=sub.pool)
+                timed.update(run.indices)
             # a chunk without a run of its own still leaves its pool's queue
             self.policy.release([i for i in sub.indices if i not in timed], pool=sub.pool)
         self._take(sub)

@@ -24,7 +24,7 @@ from gpuexec.executor.errors import (
     retryable,
     root_cause,
 )
-from gpuexec.executor.events import RUNS_TOPIC
+from gpuexec.executor.events import RUNS_TOPIC, TaskRun
 from gpuexec.io import device_read as device_reading
 from gpuexec.io import inflate as inflater
 from gpuexec.io import kept_files
@@ -86,9 +86,7 @@ class _Partial:
     counts: dict  # chunk index -> units processed
     doubled: list  # chunk indices merged more than once
     skipped: list  # (chunk index, exception text)
-    # (chunk indices of the task, worker, units, seconds, read s, transfer s, awkward
-    # kernel calls (served, fallback, left))
-    runs: list
+    runs: list  # TaskRun of each task
 
     @classmethod
     def empty(cls, skipped=()) -> "_Partial":
@@ -324,8 +322,8 @@ class _Task:
         done = units(item, out)
         value, packed = _pack(out, self.compression)
         awkward = tuple(tally[outcome] for outcome in AWKWARD_OUTCOMES)
-        runs = [(tuple(indices), _worker_name(), done, seconds, timings.read, timings.transfer,
-                 awkward)]
+        runs = [TaskRun(tuple(indices), _worker_name(), done, seconds, timings.read,
+                        timings.transfer, awkward)]
         return _Partial(value, packed, _split_units(indices, part_units, done), [], [], runs)
 
 
