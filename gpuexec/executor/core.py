@@ -364,8 +364,7 @@ class GPUExecutor(ExecutorBase):
                      # starts: for straggler copies and the chunk timeout
                      report_starts=(policy is not None and policy.backup_margin is not None
                                     or timeout is not None),
-                     reading=reading)
-        task.generic_retries = self.retries
+                     reading=reading, retries=self.retries)
         run = keys.new_run_token()
         loop = _Loop(self, client, pools, items, [keys.item_label(item) for item in items],
                      run, task, policy, restrict, started, tuning, timeout)

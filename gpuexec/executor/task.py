@@ -202,8 +202,10 @@ class _Task:
 
     def __init__(self, function, compression, backends: dict[str, str], gpu_pools=(),
                  report_runs: bool = False, report_starts: bool = False,
-                 reading: config.ReadingSettings | None = None):
-        self.function, self.retries, self.skip_on = _unwrap_runner_retries(function)
+                 reading: config.ReadingSettings | None = None, retries: int = 0):
+        # retries: extra attempts where ``function`` is not Runner's (which brings its own)
+        self.function, runner_retries, self.skip_on = _unwrap_runner_retries(function)
+        self.retries = retries if runner_retries is None else runner_retries
         reading = reading or config.ReadingSettings.read()
         # what every pool runs: Runner's work function on files kept open (open_files)
         self.base = _kept_open(self.function, reading.open_files)
@@ -222,7 +224,6 @@ class _Task:
         self.report_runs = report_runs  # send each task's runs to the client as it ends
         self.report_starts = report_starts  # and when it starts (copies of stragglers)
         self.feed = dashboard.enabled()  # each task's end to the /gpuexec page
-        self.generic_retries = 0  # attempts more of a function that is not Runner's
 
     def backend(self, pool: str) -> str:
         """The kernel backend of ``pool``'s tasks in this worker: AUTO resolves to the
@@ -253,14 +254,13 @@ class _Task:
         work = self._work(pool, timings)
         if pool in self.gpu_pools:  # a failure is retried on a CPU worker (_Loop._failed)
             return work(item)
-        retries = self.retries if self.retries is not None else self.generic_retries
-        for attempt in range(retries + 1):
+        for attempt in range(self.retries + 1):
             try:
                 return work(item)
             except Exception as err:
-                if attempt < retries and retryable(err):
+                if attempt < self.retries and retryable(err):
                     logger.warning("gpuexec: %s: attempt %d of %d failed (%s, %s: %s)",
-                                   describe_item(item), attempt + 1, retries + 1,
+                                   describe_item(item), attempt + 1, self.retries + 1,
                                    retryable(err), type(err).__name__, err)
                     timings.read = timings.transfer = 0.0
                     continue
