@@ -15,7 +15,7 @@ import shutil
 import subprocess
 
 from . import cache
-from .units import Unit
+from .units import Unit, kernel_dtype_and_role
 
 ARCH = "sm_90"
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
@@ -107,16 +107,6 @@ def check_kernel(name: str, res: dict, ptx: str, promises: frozenset) -> list[st
     return bad
 
 
-# gk_<op>_<dtype>_<role>: the dtype is the last part naming a dtype (roles hold "_" too)
-DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-          "float32", "float64", "bool")
-
-
-def kernel_dtype(kernel: str) -> str:
-    parts = kernel.split("_")
-    return next(p for p in reversed(parts[2:]) if p in DTYPES)
-
-
 def tile_run(unit: Unit, kernel: str) -> int:
     """128-bit loads per lane per tile of a per_wave (or long_tail) kernel:
     GK_PER_WAVE_ITEM_BYTES / 16, but no more than the value's size in bytes
@@ -124,7 +114,7 @@ def tile_run(unit: Unit, kernel: str) -> int:
     import numpy as np
 
     item_bytes = int(dict(unit.defines).get("GK_PER_WAVE_ITEM_BYTES") or 64)
-    dtype = kernel_dtype(kernel)
+    dtype, _role = kernel_dtype_and_role(kernel)
     return max(1, min(item_bytes // 16, np.dtype(dtype).itemsize))
 
 

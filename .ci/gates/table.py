@@ -9,6 +9,8 @@ import shlex
 import subprocess
 import sys
 
+from .units import kernel_dtype_and_role
+
 NOTE = ("Compile-time facts, no GPU involved: register counts, scratch, spills and LDS come "
         "from the compilers (AMDGPU code-object metadata; ptxas -v), occupancy is the "
         "register-limited bound (CDNA: 512 VGPRs/SIMD in granules of 8, <= 8 waves/SIMD, "
@@ -46,25 +48,12 @@ def provenance() -> dict:
                         "cores": os.cpu_count()}}
 
 
-_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-           "float32", "float64", "bool"}
-
-
-def kernel_role(kernel: str) -> str:
-    """gk_<op>_<dtype>_<role> -> role (roles and ops hold "_" too)."""
-    parts = kernel.split("_")
-    for i in range(len(parts) - 2, 1, -1):
-        if parts[i] in _DTYPES:
-            return "_".join(parts[i + 1:])
-    return parts[-1]
-
-
 def summary(rows: list[dict]) -> list[str]:
     """Ranges per arch and kernel role (what follows the dtype in the kernel name:
     flat_split, per_wave...; the last part for kernels without a dtype)."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["arch"], kernel_role(r["kernel"])), []).append(r)
+        groups.setdefault((r["arch"], kernel_dtype_and_role(r["kernel"])[1]), []).append(r)
     out = ["", "## Summary by arch and kernel role", "",
            "| arch | role | kernels | registers (VGPRs / regs per thread) | LDS B "
            "| occupancy | with scratch or spills |", "|---|---|---:|---|---:|---|---:|"]

@@ -10,6 +10,21 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SRC_DIR = os.path.join(REPO, "gpuexec", "kernels", "gpu", "src")
 
 
+# the dtypes a kernel name may hold: gk_<op>_<dtype>_<role>
+DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                    "float32", "float64", "bool"})
+
+
+def kernel_dtype_and_role(kernel: str) -> tuple[str | None, str]:
+    """gk_<op>_<dtype>_<role> -> (dtype, role). Ops and roles hold "_" too, so the dtype is
+    the last part before the role naming one; (None, last part) for a kernel without one."""
+    parts = kernel.split("_")
+    for i in range(len(parts) - 2, 1, -1):
+        if parts[i] in DTYPES:
+            return parts[i], "_".join(parts[i + 1:])
+    return None, parts[-1]
+
+
 @dataclass(frozen=True)
 class Unit:
     source: str                      # file name under SRC_DIR
