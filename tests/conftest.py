@@ -31,7 +31,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # once for every test below this folder
 def installed(tmp_path_factory):
     """gpuexec from a wheel of this checkout, installed in a folder outside it: (folder,
     environment). The environment puts the install on PYTHONPATH (this interpreter's

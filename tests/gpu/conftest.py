@@ -50,7 +50,7 @@ PER_WAVE_LAUNCH = {"per-wave": "", "per-wave-ordered": "lane_fold=0",
                  "long-tail": ""}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")  # once for every test below this folder
 def gpu_backend_factory():
     """GPUBackend per strategy, created once per test run (modules compile once). The
     strategy's own kernels run on every input: ``short_lists=0`` and
